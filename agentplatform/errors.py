@@ -1,0 +1,266 @@
+"""One error hierarchy and its rendering as RFC 9457 problem details.
+
+Every error under an API path leaves the server as `application/problem+json`:
+`{type, title, status, detail, code}` plus `errors: [{field, message}]` for validation, also
+for 404, 405, 413, 415 and 500 raised outside DRF views.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+
+class ApplicationError(Exception):
+    """Base of the errors our services raise; each maps to one problem-details response."""
+
+    status: int = 400
+    code: str = "bad_request"
+    title: str = "Bad request"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        code: str | None = None,
+        errors: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if code:
+            self.code = code
+        self.errors = errors
+        self.headers = headers or {}
+
+
+class InvalidInput(ApplicationError):
+    status, code, title = 400, "invalid", "Invalid input"
+
+    @classmethod
+    def for_field(cls, field: str, message: str) -> InvalidInput:
+        return cls(f"{field}: {message}", errors=[{"field": field, "message": message}])
+
+
+class Unauthenticated(ApplicationError):
+    status, code, title = 401, "not_authenticated", "Authentication required"
+
+
+class Forbidden(ApplicationError):
+    status, code, title = 403, "forbidden", "Forbidden"
+
+
+class NotFound(ApplicationError):
+    status, code, title = 404, "not_found", "Not found"
+
+
+class Conflict(ApplicationError):
+    status, code, title = 409, "conflict", "Conflict"
+
+
+class RateLimited(ApplicationError):
+    status, code, title = 429, "rate_limited", "Too many requests"
+
+
+class ServiceUnavailable(ApplicationError):
+    status, code, title = 503, "unavailable", "Service unavailable"
+
+
+def problem_body(
+    *, status: int, code: str, detail: str, title: str | None = None, errors: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": f"urn:problem:{code}",
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def problem_response(
+    *,
+    status: int,
+    code: str,
+    detail: str,
+    title: str | None = None,
+    errors: list[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JsonResponse:
+    response = JsonResponse(
+        problem_body(status=status, code=code, detail=detail, title=title, errors=errors),
+        status=status,
+        content_type=PROBLEM_CONTENT_TYPE,
+    )
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _flatten_validation(detail: Any, prefix: str = "") -> Iterable[dict[str, str]]:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            field = key if key != "non_field_errors" else ""
+            yield from _flatten_validation(value, f"{prefix}.{field}" if prefix and field else prefix or field)
+    elif isinstance(detail, list):
+        for index, value in enumerate(detail):
+            if isinstance(value, dict | list):
+                yield from _flatten_validation(value, f"{prefix}[{index}]")
+            else:
+                yield {"field": prefix, "message": str(value)}
+    else:
+        yield {"field": prefix, "message": str(detail)}
+
+
+_DRF_CODES: dict[type[drf_exceptions.APIException], str] = {
+    drf_exceptions.ParseError: "malformed_body",
+    drf_exceptions.AuthenticationFailed: "authentication_failed",
+    drf_exceptions.NotAuthenticated: "not_authenticated",
+    drf_exceptions.PermissionDenied: "forbidden",
+    drf_exceptions.NotFound: "not_found",
+    drf_exceptions.MethodNotAllowed: "method_not_allowed",
+    drf_exceptions.NotAcceptable: "not_acceptable",
+    drf_exceptions.UnsupportedMediaType: "unsupported_media_type",
+    drf_exceptions.Throttled: "rate_limited",
+}
+
+
+def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF EXCEPTION_HANDLER: every known error becomes problem details; unknown ones stay
+    500s and are rendered by ProblemDetailsMiddleware after Django logs them."""
+    headers: dict[str, str] = {}
+    if isinstance(exc, ApplicationError):
+        body = problem_body(status=exc.status, code=exc.code, detail=exc.detail, title=exc.title, errors=exc.errors)
+        headers = exc.headers
+    elif isinstance(exc, Http404):
+        body = problem_body(status=404, code="not_found", detail=str(exc) or "Not found.")
+    elif isinstance(exc, DjangoPermissionDenied):
+        body = problem_body(status=403, code="forbidden", detail=str(exc) or "Permission denied.")
+    elif isinstance(exc, RequestDataTooBig):
+        body = _too_large_body()
+    elif isinstance(exc, drf_exceptions.ValidationError):
+        errors = list(_flatten_validation(exc.detail))
+        detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
+        body = problem_body(status=400, code="invalid", detail=detail, title="Invalid input", errors=errors)
+    elif isinstance(exc, drf_exceptions.APIException):
+        code = _DRF_CODES.get(type(exc), exc.default_code if isinstance(exc.default_code, str) else "error")
+        body = problem_body(status=exc.status_code, code=code, detail=str(exc.detail))
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))
+    else:
+        return None
+    set_rollback()
+    response = Response(body, status=body["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+    return response
+
+
+def _too_large_problem() -> dict[str, Any]:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return {
+        "status": 413,
+        "code": "body_too_large",
+        "detail": f"The request body is larger than the limit of {limit} bytes.",
+    }
+
+
+def _too_large_body() -> dict[str, Any]:
+    return problem_body(**_too_large_problem())
+
+
+def api_path_prefixes() -> tuple[str, ...]:
+    prefix = f"/{settings.GROUNDTRUTH_PREFIX}" if settings.GROUNDTRUTH_PREFIX else ""
+    ground_truth = ("/health", "/repos", "/assets", "/search", "/ingest", "/ask")
+    return ("/api/", *(f"{prefix}{path}" for path in ground_truth))
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith(api_path_prefixes())
+
+
+class ProblemDetailsMiddleware:
+    """Keeps HTML error pages away from API paths.
+
+    Refuses oversized bodies with 413 before any view reads them (DRF's parsers read the raw
+    stream and would not enforce DATA_UPLOAD_MAX_MEMORY_SIZE), renders unhandled exceptions as a
+    logged 500 problem, and turns any non-JSON error response (Django's 404 page, for one) into
+    problem details.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        self.prefixes = api_path_prefixes()
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith(self.prefixes):
+            return self.get_response(request)
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            return problem_response(**_too_large_problem())
+        response = self.get_response(request)
+        content_type = response.get("Content-Type", "")
+        if response.status_code >= 400 and "json" not in content_type:
+            return _problem_for_status(response)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not request.path.startswith(self.prefixes):
+            return None
+        if isinstance(exception, Http404):
+            return problem_response(status=404, code="not_found", detail="Not found.")
+        if isinstance(exception, RequestDataTooBig):
+            return problem_response(**_too_large_problem())
+        logger.exception("Unhandled error on %s %s", request.method, request.path)
+        return problem_response(status=500, code="server_error", detail="An unexpected error occurred.")
+
+
+def _problem_for_status(response: HttpResponse) -> HttpResponse:
+    status = response.status_code
+    codes = {404: "not_found", 405: "method_not_allowed", 400: "bad_request", 403: "forbidden", 413: "body_too_large"}
+    detail = {
+        404: "No endpoint at this path.",
+        405: "This method is not allowed on this path.",
+    }.get(status, HTTPStatus(status).phrase + ".")
+    problem = problem_response(
+        status=status, code=codes.get(status, "server_error" if status >= 500 else "error"), detail=detail
+    )
+    if allow := response.get("Allow"):
+        problem["Allow"] = allow
+    return problem
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if is_api_path(request.path):
+        return problem_response(status=404, code="not_found", detail="No endpoint at this path.")
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    if is_api_path(request.path):
+        return problem_response(status=500, code="server_error", detail="An unexpected error occurred.")
+    from django.views.defaults import server_error
+
+    return server_error(request)

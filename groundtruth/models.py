@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models import Q
+from pgvector.django import VectorField
+
+
+class TrustTier(models.TextChoices):
+    CANONICAL = "canonical", "canonical"
+    REVIEWED = "reviewed", "reviewed"
+    COMMUNITY = "community", "community"
+    TRANSCRIPT = "transcript", "transcript"
+
+
+class Registry(models.Model):
+    """The last good source registry (sources.yml) loaded from the registry repository.
+
+    One row per registry location; `content` is the raw YAML of the last valid load so the
+    admin can show it, and `last_error` the problem of the last invalid one (kept, not served).
+    """
+
+    location = models.CharField(max_length=500, unique=True, help_text="repo URL/path, ref and file path")
+    commit = models.CharField(max_length=64, blank=True)
+    content = models.TextField(blank=True)
+    loaded_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "registries"
+
+    def __str__(self) -> str:
+        return self.location
+
+
+class Repository(models.Model):
+    """A repository listed in the source registry. Rows are upserted from the registry at
+    every ingest; a repo removed from the registry is disabled, not deleted (its index stays
+    until purged)."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="owner/name")
+    url = models.CharField(max_length=500, help_text="https URL, file:// URL or local path")
+    ref = models.CharField(max_length=200, default="main")
+    trust = models.CharField(max_length=16, choices=TrustTier.choices, default=TrustTier.REVIEWED)
+    owners = models.JSONField(default=list, blank=True)
+    include = models.JSONField(default=list, blank=True)
+    exclude = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    is_transcript = models.BooleanField(default=False)
+    last_commit = models.CharField(max_length=64, blank=True)
+    last_ingested_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "repositories"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class IngestStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+
+
+class IngestRun(models.Model):
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="runs")
+    ref = models.CharField(max_length=200)
+    commit = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=16, choices=IngestStatus.choices, default=IngestStatus.QUEUED)
+    files_added = models.PositiveIntegerField(default=0)
+    files_updated = models.PositiveIntegerField(default=0)
+    files_removed = models.PositiveIntegerField(default=0)
+    files_unchanged = models.PositiveIntegerField(default=0)
+    chunks_added = models.PositiveIntegerField(default=0)
+    chunks_updated = models.PositiveIntegerField(default=0)
+    chunks_removed = models.PositiveIntegerField(default=0)
+    chunks_unchanged = models.PositiveIntegerField(default=0)
+    chunks_embedded = models.PositiveIntegerField(default=0)
+    timings = models.JSONField(default=dict, blank=True, help_text="seconds per phase")
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # One queued-or-running run per repository: a second request gets the active one.
+            models.UniqueConstraint(
+                fields=["repository"],
+                condition=Q(status__in=["queued", "running"]),
+                name="one_active_ingest_run_per_repository",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.repository_id} ({self.status})"
+
+
+class SourceFile(models.Model):
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=1000)
+    blob_sha = models.CharField(max_length=64)
+    commit = models.CharField(max_length=64, help_text="commit at which this blob was last indexed")
+    size = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["repository", "path"]
+        constraints = [models.UniqueConstraint(fields=["repository", "path"], name="unique_source_file_path")]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class Chunk(models.Model):
+    """A cited piece of a source file. `embedding` has no fixed dimension in the column type;
+    the HNSW index is built on a cast to the configured model's dimension."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="chunks")
+    source_file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="chunks")
+    path = models.CharField(max_length=1000)
+    commit = models.CharField(max_length=64)
+    start_line = models.PositiveIntegerField()
+    end_line = models.PositiveIntegerField()
+    heading = models.JSONField(default=list, blank=True, help_text="heading trail, outermost first")
+    text = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    trust = models.CharField(max_length=16, choices=TrustTier.choices)
+    ordinal = models.PositiveIntegerField(default=0, help_text="position of the chunk in its file")
+    search_vector = SearchVectorField(null=True)
+    lexeme_count = models.PositiveIntegerField(default=0)
+    embedding = VectorField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["repository", "path", "ordinal"]
+        indexes = [
+            GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
+            models.Index(fields=["repository", "path"], name="chunk_repository_path"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"

@@ -1,0 +1,34 @@
+"""Shared fixtures. Tests run against the real embedded PostgreSQL (pgvector) and real Redis."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+# A key prefix of our own, so that runs sharing one Redis (several checkouts, CI) never see
+# each other's rate-limit counters or cache entries.
+os.environ.setdefault("CACHE_KEY_PREFIX", f"test-{uuid.uuid4().hex[:12]}")
+
+import pytest
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+
+def _clear_our_redis_keys() -> None:
+    client = cache._cache.get_client()  # the redis-py client behind Django's RedisCache
+    prefix = os.environ["CACHE_KEY_PREFIX"]
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_redis_state():
+    _clear_our_redis_keys()
+    yield
+    _clear_our_redis_keys()
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient(raise_request_exception=False)
