@@ -196,13 +196,21 @@ WALLET_SESSION_TTL_SECONDS = _positive_int("WALLET_SESSION_TTL_SECONDS", 24 * 36
 
 # --- Ground truth ---------------------------------------------------------------------------
 GROUNDTRUTH_PREFIX = env.str("GROUNDTRUTH_PREFIX", default="").strip("/")
-SOURCE_REGISTRY_REPO = env.str("SOURCE_REGISTRY_REPO", default="")
+# Unset: the demo registry that `groundtruth.demo.demo_sources_create` builds under VAR_DIR.
+SOURCE_REGISTRY_REPO = env.str("SOURCE_REGISTRY_REPO", default="") or str(VAR_DIR / "demo-sources" / "registry")
 SOURCE_REGISTRY_REF = env.str("SOURCE_REGISTRY_REF", default="main")
 SOURCE_REGISTRY_PATH = env.str("SOURCE_REGISTRY_PATH", default="sources.yml")
 BRAND_ASSETS_PATH = env.str("BRAND_ASSETS_PATH", default="brand-assets.yml")
 GIT_CACHE_DIR = Path(env.str("GIT_CACHE_DIR", default=str(VAR_DIR / "git-cache")))
 # Token for private https repositories; sent as an HTTP header, never logged or returned.
 GIT_HTTP_TOKEN = env.str("GIT_HTTP_TOKEN", default="")
+# User name sent with the token (HTTP Basic); GitHub expects x-access-token.
+GIT_HTTP_USERNAME = env.str("GIT_HTTP_USERNAME", default="x-access-token")
+# Hosts that receive the token (comma separated); empty = every http(s) host in the registry.
+GIT_HTTP_TOKEN_HOSTS = env.list("GIT_HTTP_TOKEN_HOSTS", default=[])
+GIT_TIMEOUT_SECONDS = _positive_int("GIT_TIMEOUT_SECONDS", 300)
+# Web URL of a file at a commit, for citations of http(s) repositories.
+GIT_BLOB_URL_TEMPLATE = env.str("GIT_BLOB_URL_TEMPLATE", default="{base}/blob/{commit}/{path}")
 
 EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="local")
 if EMBEDDING_BACKEND not in {"local", "openai", "none"}:
