@@ -208,6 +208,10 @@ class GitRepository:
             raise GitNetworkError(f"git {args[0]} on {self.source} timed out after {self.timeout_seconds:g} s") from exc
         if completed.returncode != 0:
             message = self._scrub(completed.stderr.decode(errors="replace")) or f"exit status {completed.returncode}"
+            lowered = message.lower()
+            if "could not read username" in lowered or "authentication failed" in lowered:
+                # The host wants credentials we do not have, or refused the ones we sent.
+                message = f"authentication required or refused (check GIT_HTTP_TOKEN): {message}"
             error_class = GitNetworkError if _is_transient(message) else GitError
             raise error_class(f"git {args[0]} failed for {self.source}: {message}")
         return completed.stdout
