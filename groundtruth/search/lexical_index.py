@@ -1,0 +1,180 @@
+"""The lexical index: each chunk's `search_vector` and `lexeme_count`, and the corpus term
+statistics that BM25 needs.
+
+Why this design (see also `lexical_search.py`):
+PostgreSQL's `ts_rank` knows nothing about the corpus (no IDF) and `websearch_to_tsquery` ANDs
+every word, so a question phrased in natural language misses chunks that do not contain all of
+its words. We keep PostgreSQL's full-text machinery for what it does well (the English
+stemmer, the GIN index that finds every chunk containing any query lexeme) and add what BM25
+needs on top:
+
+- per chunk: the term frequencies (the positions stored in the tsvector: a lexeme seen 3 times
+  has 3 positions) and the document length in tokens (`lexeme_count`);
+- per corpus: for every lexeme the number of chunks that contain it (document frequency) in
+  `groundtruth_lexeme_statistic`, and the chunk count and total length (for the average length)
+  in `groundtruth_corpus_statistic`, recomputed by `lexical_statistics_refresh()` after an
+  ingest changed chunks.
+
+Identifiers. The default parser splits `CELERY_BROKER_URL` into `celeri`, `broker`, `url` and
+keeps `django.db.models` or `maxRetryCount` whole without their parts. Exact lookups of
+identifiers are common in documentation questions, so each chunk is indexed both ways:
+underscore identifiers are added whole (lower-cased, not stemmed, with their real term
+frequency) next to the parser's parts, and the parts of dotted and camelCase names are added
+next to the parser's whole token. The query side (`query_lexemes`) applies the same rules, so
+`select_for_update` in a question matches the lexeme `select_for_update` of the chunk, which
+is rare and therefore weighs heavily under BM25.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from django.db import connection, transaction
+
+from groundtruth.models import Chunk
+
+# The text-search configuration used for chunks and queries alike. Changing it needs a re-index
+# (`lexical_index_refresh` over every chunk), so it is a constant, not an environment setting.
+TEXT_SEARCH_CONFIG = "english"
+
+# Chunks are updated in batches of this many: one round trip each, bounded memory.
+_REFRESH_BATCH = 1000
+
+# An advisory-lock key (any constant bigint) serialising concurrent statistics refreshes.
+_STATISTICS_LOCK = 7_384_021_554
+
+_WORDLIKE = re.compile(r"[A-Za-z0-9_]+(?:[./:][A-Za-z0-9_]+)*")
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def identifier_terms(text: str) -> tuple[Counter[str], list[str]]:
+    """The extra terms of `text` that the PostgreSQL parser misses.
+
+    Returns (whole underscore identifiers lower-cased with their counts, extra words to run
+    through the parser: the parts of dotted and camelCase names). Tokens that the parser
+    already handles (plain words, hyphenated words) add nothing.
+    """
+    whole: Counter[str] = Counter()
+    parts: list[str] = []
+    for match in _WORDLIKE.finditer(text):
+        token = match.group(0)
+        # Underscore identifiers, also inside dotted names (`settings.CELERY_BROKER_URL`).
+        for piece in re.split(r"[./:]", token):
+            if "_" in piece.strip("_"):
+                whole[piece.lower()] += 1
+        if re.search(r"[./:]", token):
+            parts.extend(piece for piece in re.split(r"[./:_]", token) if piece)
+        elif "_" not in token and re.search(r"[a-z][A-Z]", token):
+            parts.extend(_CAMEL_PART.findall(token))
+    return whole, parts
+
+
+def _document_source(*, heading: Sequence[str], text: str) -> tuple[str, str]:
+    """(body for to_tsvector, tsvector literal of whole identifiers) for one chunk.
+
+    The heading trail is indexed with the text: a chunk under "Configuration > Database" is
+    about databases even when its lines do not say so.
+    """
+    body = "\n".join([*heading, text])
+    whole, parts = identifier_terms(body)
+    if parts:
+        body = f"{body}\n{' '.join(parts)}"
+    return body, _identifier_vector_literal(whole)
+
+
+def _identifier_vector_literal(counts: Counter[str]) -> str:
+    # Positions only carry the term frequency here (BM25 counts them); the values are arbitrary.
+    # Identifiers are [a-z0-9_] only, so quoting them cannot break the literal.
+    return " ".join(
+        f"'{term}':{','.join(str(position) for position in range(1, min(count, 256) + 1))}"
+        for term, count in sorted(counts.items())
+    )
+
+
+def lexical_index_refresh(*, chunk_ids: Iterable[int]) -> None:
+    """Fills `search_vector` and `lexeme_count` of the given chunks from their heading and text.
+
+    Called by the ingest inside its swap transaction for every chunk it adds or changes. The
+    corpus statistics are refreshed separately (`lexical_statistics_refresh`), once per ingest.
+    """
+    ids = sorted(set(chunk_ids))
+    for start in range(0, len(ids), _REFRESH_BATCH):
+        batch = ids[start : start + _REFRESH_BATCH]
+        rows = Chunk.objects.filter(id__in=batch).values_list("id", "heading", "text")
+        chunk_ids_batch: list[int] = []
+        bodies: list[str] = []
+        identifier_vectors: list[str] = []
+        for chunk_id, heading, text in rows:
+            body, identifiers = _document_source(heading=[str(h) for h in heading or []], text=text)
+            chunk_ids_batch.append(chunk_id)
+            bodies.append(body)
+            identifier_vectors.append(identifiers)
+        if not chunk_ids_batch:
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                UPDATE groundtruth_chunk AS chunk
+                SET search_vector = built.vector,
+                    lexeme_count = (
+                        SELECT coalesce(sum(coalesce(array_length(entry.positions, 1), 1)), 0)
+                        FROM unnest(built.vector) AS entry
+                    )
+                FROM (
+                    SELECT source.id,
+                           to_tsvector('{TEXT_SEARCH_CONFIG}', source.body) || source.identifiers::tsvector AS vector
+                    FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS source(id, body, identifiers)
+                ) AS built
+                WHERE chunk.id = built.id
+                """,
+                [chunk_ids_batch, bodies, identifier_vectors],
+            )
+
+
+def lexical_statistics_refresh() -> None:
+    """Recomputes the document frequency of every lexeme and the corpus size and length.
+
+    Call it once after an ingest that added, changed or removed chunks (inside the swap
+    transaction or right after its commit; nothing to do when nothing changed). It scans every
+    chunk's tsvector (`ts_stat`): about a second per 100,000 chunks. Readers keep the previous
+    statistics until it commits; concurrent refreshes are serialised by an advisory lock, and
+    each one recounts what is committed when it starts, so the last one leaves exact figures.
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_STATISTICS_LOCK])
+        cursor.execute("DELETE FROM groundtruth_lexeme_statistic")
+        cursor.execute(
+            """
+            INSERT INTO groundtruth_lexeme_statistic (lexeme, document_count)
+            SELECT word, ndoc
+            FROM ts_stat('SELECT search_vector FROM groundtruth_chunk WHERE search_vector IS NOT NULL')
+            """
+        )
+        cursor.execute(
+            """
+            INSERT INTO groundtruth_corpus_statistic (id, document_count, total_length, refreshed_at)
+            SELECT 1, count(*), coalesce(sum(lexeme_count), 0), now()
+            FROM groundtruth_chunk WHERE search_vector IS NOT NULL
+            ON CONFLICT (id) DO UPDATE SET document_count = excluded.document_count,
+                total_length = excluded.total_length, refreshed_at = excluded.refreshed_at
+            """
+        )
+
+
+def query_lexemes(text: str) -> list[str]:
+    """The distinct lexemes of a query, by the same rules as the chunks (stemmed words, whole
+    underscore identifiers, parts of dotted and camelCase names), in first-seen order."""
+    whole, parts = identifier_terms(text)
+    body = f"{text}\n{' '.join(parts)}" if parts else text
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s)) AS entry(lexeme)"
+            " ORDER BY positions[1]",
+            [body],
+        )
+        stemmed = [row[0] for row in cursor.fetchall()]
+    seen: dict[str, None] = dict.fromkeys(stemmed)
+    seen.update(dict.fromkeys(sorted(whole)))
+    return list(seen)
