@@ -149,7 +149,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
 
 # Request bodies above this size are refused with 413 before they are parsed.
 DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("MAX_REQUEST_BODY_BYTES", 64 * 1024)
@@ -201,6 +202,15 @@ SOURCE_REGISTRY_REPO = env.str("SOURCE_REGISTRY_REPO", default="") or str(VAR_DI
 SOURCE_REGISTRY_REF = env.str("SOURCE_REGISTRY_REF", default="main")
 SOURCE_REGISTRY_PATH = env.str("SOURCE_REGISTRY_PATH", default="sources.yml")
 BRAND_ASSETS_PATH = env.str("BRAND_ASSETS_PATH", default="brand-assets.yml")
+# In-process cache of asset bytes per web worker, keyed by blob SHA; total bytes, 0 disables it.
+try:
+    ASSET_CONTENT_CACHE_BYTES = env.int("ASSET_CONTENT_CACHE_BYTES", default=64 * 1024 * 1024)
+except ValueError as exc:
+    raise ImproperlyConfigured("ASSET_CONTENT_CACHE_BYTES must be an integer") from exc
+if ASSET_CONTENT_CACHE_BYTES < 0:
+    raise ImproperlyConfigured("ASSET_CONTENT_CACHE_BYTES must not be negative")
+# Cache-Control max-age (seconds) of /assets/.../content responses.
+ASSET_CONTENT_MAX_AGE_SECONDS = _positive_int("ASSET_CONTENT_MAX_AGE_SECONDS", 300)
 GIT_CACHE_DIR = Path(env.str("GIT_CACHE_DIR", default=str(VAR_DIR / "git-cache")))
 # Token for private https repositories; sent as an HTTP header, never logged or returned.
 GIT_HTTP_TOKEN = env.str("GIT_HTTP_TOKEN", default="")
@@ -219,6 +229,29 @@ EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
 EMBEDDING_URL = env.str("EMBEDDING_URL", default="")
 EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
 EMBEDDING_BATCH_SIZE = _positive_int("EMBEDDING_BATCH_SIZE", 64)
+EMBEDDING_TIMEOUT_SECONDS = _non_negative_float("EMBEDDING_TIMEOUT_SECONDS", 60.0)
+# openai backend: the vector length; unset = learnt from one probe request.
+EMBEDDING_DIMENSION = _positive_int("EMBEDDING_DIMENSION", 1) if env.str("EMBEDDING_DIMENSION", default="") else None
+
+# --- Ingest (groundtruth/ingest): selection, chunk sizes, liveness, schedule -----------------
+INGEST_MAX_FILE_BYTES = _positive_int("INGEST_MAX_FILE_BYTES", 1024 * 1024)
+CHUNK_MAX_CHARS = _positive_int("CHUNK_MAX_CHARS", 1500)
+# YAML/TOML/JSON files up to this size are one chunk; larger ones split at top-level sections.
+CONFIG_WHOLE_FILE_MAX_CHARS = _positive_int("CONFIG_WHOLE_FILE_MAX_CHARS", 3000)
+# Files read, chunked and embedded per step; bounds worker memory whatever the repo size.
+INGEST_FILE_BATCH_SIZE = _positive_int("INGEST_FILE_BATCH_SIZE", 200)
+INGEST_HEARTBEAT_SECONDS = _positive_int("INGEST_HEARTBEAT_SECONDS", 10)
+# A running run without a heartbeat for this long is marked failed (its worker died).
+INGEST_STALE_SECONDS = _positive_int("INGEST_STALE_SECONDS", 120)
+# A queued run no worker picked up within this time is marked failed.
+INGEST_QUEUED_TIMEOUT_SECONDS = _positive_int("INGEST_QUEUED_TIMEOUT_SECONDS", 3600)
+INGEST_RETRY_MAX = env.int("INGEST_RETRY_MAX", default=3)
+INGEST_RETRY_BACKOFF_SECONDS = _positive_int("INGEST_RETRY_BACKOFF_SECONDS", 30)
+# Crontab (minute hour day-of-month month day-of-week) of the beat re-ingest; "off" disables it.
+INGEST_SCHEDULE = env.str("INGEST_SCHEDULE", default="17 * * * *")
+if INGEST_SCHEDULE != "off" and len(INGEST_SCHEDULE.split()) != 5:
+    raise ImproperlyConfigured("INGEST_SCHEDULE must be a 5-field crontab such as '17 * * * *', or 'off'")
+HEALTH_TIMEOUT_SECONDS = _non_negative_float("HEALTH_TIMEOUT_SECONDS", 2.0)
 
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="")
