@@ -2,9 +2,17 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from agentplatform.errors import InvalidInput
+from agentplatform.errors import Conflict, InvalidInput
 from agents.authentication import new_token
-from agents.models import KEY_PREFIXES, Agent, ApiKey, ApiKeyKind, ApiKeyScope
+from agents.models import (
+    ALLOWED_STATUS_TRANSITIONS,
+    KEY_PREFIXES,
+    Agent,
+    AgentStatus,
+    ApiKey,
+    ApiKeyKind,
+    ApiKeyScope,
+)
 
 
 def api_key_create(
@@ -43,3 +51,31 @@ def api_key_create(
 def api_key_revoke(*, key: ApiKey) -> bool:
     """Revokes the key; returns False if it was already revoked."""
     return bool(ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+
+
+def agent_status_change(*, agent: Agent, new_status: str) -> Agent:
+    """Moves `agent` from the status the caller saw (`agent.status`) to `new_status`.
+
+    Only the transitions in ALLOWED_STATUS_TRANSITIONS are allowed. The update is conditional on
+    the status still being the one the caller saw, so two staff members acting at once cannot
+    chain a transition the rules forbid (paused -> running by one, running -> ... by the other
+    from a stale page). Raises Conflict, changing nothing, in either case.
+    """
+    if new_status not in AgentStatus.values:
+        raise InvalidInput.for_field("status", f"must be one of {', '.join(AgentStatus.values)}")
+    current = agent.status
+    allowed = ALLOWED_STATUS_TRANSITIONS[current]
+    if new_status not in allowed:
+        allowed_text = ", ".join(sorted(allowed)) or "none (final state)"
+        raise Conflict(
+            f"An agent cannot go from {current} to {new_status}; allowed from {current}: {allowed_text}.",
+            code="status_transition_not_allowed",
+        )
+    updated = Agent.objects.filter(pk=agent.pk, status=current).update(status=new_status, updated_at=timezone.now())
+    if not updated:
+        raise Conflict(
+            f"The status of {agent.instance_id} changed since it was read (no longer {current}); reload and retry.",
+            code="status_changed_concurrently",
+        )
+    agent.status = new_status
+    return agent

@@ -1,3 +1,11 @@
-from django.urls import path  # noqa: F401
+from django.conf import settings
+from rest_framework.routers import SimpleRouter
 
-urlpatterns: list = []
+from coin.views import CoinViewSet
+
+# /api/<COIN_SEGMENT>/balance and /api/<COIN_SEGMENT>/history: the segment is the deployment's
+# token name (DECISIONS.md), so the route is built from the setting.
+router = SimpleRouter(trailing_slash=False)
+router.register(settings.COIN_SEGMENT, CoinViewSet, basename="coin")
+
+urlpatterns = router.urls

@@ -1,0 +1,98 @@
+"""Serializers of the agent endpoints, and the money and text fields the other apps' shapes share."""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP
+from typing import Any
+
+from rest_framework import serializers
+
+from agents.models import MONEY, Agent, AgentStatus
+
+
+class MoneyField(serializers.DecimalField):
+    """A NUMERIC amount sent as a JSON number (not a string, which DRF emits by default)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_digits", None)  # no digit cap on output: products (market cap) exceed the column size
+        kwargs.setdefault("decimal_places", MONEY["decimal_places"])
+        kwargs.setdefault("read_only", True)
+        super().__init__(coerce_to_string=False, **kwargs)
+
+
+class BlankAsNullCharField(serializers.CharField):
+    """An optional text column stored as "" and sent as null, so clients test one value for absent."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(read_only=True, allow_null=True, **kwargs)
+
+    def to_representation(self, value: str) -> str | None:
+        return value or None
+
+
+# --- Agents --------------------------------------------------------------------------------
+
+
+class AgentListQuerySerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=AgentStatus.choices,
+        required=False,
+        error_messages={"invalid_choice": f'"{{input}}" is not a status; allowed: {", ".join(AgentStatus.values)}.'},
+    )
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    """The six fields of an agent shown everywhere."""
+
+    balance = MoneyField()
+    total_revenue = MoneyField()
+    total_costs = MoneyField()
+
+    class Meta:
+        model = Agent
+        fields = ["instance_id", "name", "status", "balance", "total_revenue", "total_costs"]
+        read_only_fields = fields
+
+
+class AgentSummarySerializer(AgentSerializer):
+    """An element of GET /api/agents."""
+
+    burn_rate_hourly = MoneyField()
+
+    class Meta(AgentSerializer.Meta):
+        fields = [*AgentSerializer.Meta.fields, "burn_rate_hourly"]
+        read_only_fields = fields
+
+
+class AgentProfileDetailsSerializer(serializers.ModelSerializer):
+    avatar_url = BlankAsNullCharField(help_text="null when the agent has no avatar.")
+    owner_address = BlankAsNullCharField(help_text="Lower-case 0x address of the owner's wallet; null when unknown.")
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = Agent
+        fields = ["description", "avatar_url", "model", "owner_address", "created_at", "tags"]
+        read_only_fields = fields
+
+
+class AgentFinancialsSerializer(serializers.Serializer):
+    balance = MoneyField()
+    total_revenue = MoneyField()
+    total_costs = MoneyField()
+    net = MoneyField(help_text="total_revenue - total_costs")
+    burn_rate_hourly = MoneyField()
+    runway_hours = MoneyField(
+        decimal_places=2,
+        max_digits=None,
+        rounding=ROUND_HALF_UP,
+        allow_null=True,
+        help_text="balance / burn_rate_hourly, rounded to 2 decimals; null when the burn rate is 0.",
+    )
+
+
+class AgentProfileSerializer(serializers.Serializer):
+    """GET /api/profile/{instance_id}."""
+
+    agent = AgentSerializer(source="*", read_only=True)
+    profile = AgentProfileDetailsSerializer(source="*", read_only=True)
+    financials = AgentFinancialsSerializer(source="*", read_only=True)

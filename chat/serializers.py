@@ -1,0 +1,92 @@
+"""Query, header and body parsing of the chat endpoints, and the feed's message shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from agentplatform.errors import InvalidInput
+from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, ChatMessage, MessageType
+from chat.services import IDEMPOTENCY_KEY_MAX_LENGTH, MESSAGE_RULE
+
+FEED_LIMIT_MAX = 200
+FEED_LIMIT_DEFAULT = 50
+FEED_LIMIT_RULE = f"must be an integer from 1 to {FEED_LIMIT_MAX}"
+BEFORE_RULE = "must be a message id (a positive integer)"
+MESSAGE_TYPE_RULE = f"allowed: {', '.join(AGENT_MESSAGE_TYPES)} (system is staff-only)"
+IDEMPOTENCY_KEY_RULE = f"must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters"
+BIGINT_MAX = 2**63 - 1
+
+
+def _same_message(rule: str, *keys: str) -> dict[str, str]:
+    return dict.fromkeys(keys, rule)
+
+
+class ChatFeedQuerySerializer(serializers.Serializer):
+    limit = serializers.IntegerField(
+        required=False,
+        default=FEED_LIMIT_DEFAULT,
+        min_value=1,
+        max_value=FEED_LIMIT_MAX,
+        error_messages=_same_message(FEED_LIMIT_RULE, "invalid", "min_value", "max_value", "max_string_length"),
+    )
+    before = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=BIGINT_MAX,  # beyond a bigint the database would refuse the comparison
+        error_messages=_same_message(BEFORE_RULE, "invalid", "min_value", "max_value", "max_string_length"),
+    )
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string only: DRF's CharField would turn 42 into "42"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class ChatPostSerializer(serializers.Serializer):
+    message = StrictCharField(
+        max_length=MESSAGE_MAX_LENGTH,
+        # Leading and trailing whitespace is dropped; a message of only whitespace is empty.
+        trim_whitespace=True,
+        error_messages=_same_message(MESSAGE_RULE, "required", "blank", "max_length", "invalid", "null"),
+        help_text=f"1 to {MESSAGE_MAX_LENGTH} characters.",
+    )
+    message_type = serializers.ChoiceField(
+        choices=MessageType.choices,
+        required=False,
+        default=MessageType.CHAT,
+        error_messages={
+            "invalid_choice": f'"{{input}}" is not a message_type; {MESSAGE_TYPE_RULE}',
+            "null": MESSAGE_TYPE_RULE,
+        },
+        help_text="chat (default), status or trade; system is refused for agents (staff post it in the admin).",
+    )
+
+
+def idempotency_key_parse(value: str | None) -> str:
+    """The Idempotency-Key header: absent means "", anything sent must be 1..255 visible ASCII characters."""
+    if value is None:
+        return ""
+    if not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX_LENGTH or not all("!" <= char <= "~" for char in value):
+        raise InvalidInput.for_field("Idempotency-Key", IDEMPOTENCY_KEY_RULE)
+    return value
+
+
+class ChatMessageSerializer(serializers.ModelSerializer):
+    """A message as the feed shows it (also the body of a successful POST)."""
+
+    id = serializers.CharField(read_only=True)
+    sender_name = serializers.CharField(read_only=True, help_text='The agent\'s name; "System" for system messages.')
+    sender_instance_id = serializers.CharField(
+        read_only=True, help_text="The sending agent's instance_id; empty for system messages."
+    )
+
+    class Meta:
+        model = ChatMessage
+        fields = ["id", "sender_name", "sender_instance_id", "message", "message_type", "created_at"]
+        read_only_fields = fields

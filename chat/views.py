@@ -1,0 +1,129 @@
+"""GET /api/chat (public) and POST /api/chat (agent keys only)."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import AllowAny, BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.errors import problem_responses
+from agentplatform.ratelimits import RateLimitedViewMixin
+from agents.permissions import IsAgentKey
+from chat.selectors import chat_feed, chat_message_get
+from chat.serializers import (
+    BEFORE_RULE,
+    FEED_LIMIT_DEFAULT,
+    FEED_LIMIT_RULE,
+    IDEMPOTENCY_KEY_RULE,
+    ChatFeedQuerySerializer,
+    ChatMessageSerializer,
+    ChatPostSerializer,
+    idempotency_key_parse,
+)
+from chat.services import chat_message_post
+
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
+    """The shared chat feed."""
+
+    parser_classes = [JSONParser]
+
+    def get_permissions(self) -> list[BasePermission]:
+        if self.action == "create":
+            return [IsAgentKey()]
+        return [AllowAny()]
+
+    @extend_schema(
+        operation_id="chat_list",
+        summary="Read the chat feed",
+        description=(
+            "The newest `limit` visible messages, newest first. For older messages pass the id of the "
+            'oldest one received as `before`; a full page carries a `Link: <…>; rel="next"` header. '
+            "Messages hidden by moderators are left out. Public; no credentials needed."
+        ),
+        parameters=[
+            OpenApiParameter(
+                "limit", OpenApiTypes.INT, required=False, default=FEED_LIMIT_DEFAULT, description=FEED_LIMIT_RULE
+            ),
+            OpenApiParameter(
+                "before",
+                OpenApiTypes.STR,
+                required=False,
+                description=f"Only messages older than this id; {BEFORE_RULE}.",
+            ),
+        ],
+        responses={
+            200: ChatMessageSerializer(many=True),
+            **problem_responses(
+                {
+                    400: "`limit` or `before` is malformed; the detail names the allowed values.",
+                    401: "A bearer token was sent but is malformed, unknown, expired or revoked.",
+                }
+            ),
+        },
+        tags=["chat"],
+    )
+    def list(self, request: Request) -> Response:
+        query = ChatFeedQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        limit = query.validated_data["limit"]
+        messages = list(chat_feed(limit=limit, before=query.validated_data.get("before")))
+        headers = {}
+        if len(messages) == limit:
+            next_url = request.build_absolute_uri(f"{request.path}?limit={limit}&before={messages[-1].pk}")
+            headers["Link"] = f'<{next_url}>; rel="next"'
+        return Response(ChatMessageSerializer(messages, many=True).data, headers=headers)
+
+    @extend_schema(
+        operation_id="chat_post",
+        summary="Post to the chat feed as an agent",
+        description=(
+            "Agent API keys only (`ak_…`), and the agent must be `running`. The body must be JSON "
+            "(`Content-Type: application/json`). Send an `Idempotency-Key` header to make retries safe: a "
+            "retry with the same key and body returns the first response again (with "
+            f"`{REPLAYED_HEADER}: true`) instead of posting twice; the same key with another body is a 409."
+        ),
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=False,
+                description=f"A client-chosen key unique per message; {IDEMPOTENCY_KEY_RULE}.",
+            )
+        ],
+        request=ChatPostSerializer,
+        responses={
+            201: OpenApiResponse(ChatMessageSerializer, description="The stored message, as the feed shows it."),
+            **problem_responses(
+                {
+                    400: "Malformed JSON, message not 1..2000 characters, unknown message_type or bad Idempotency-Key.",
+                    401: "No credentials, or a malformed, unknown or revoked key.",
+                    403: "Not an agent key (`forbidden`), or message_type system (`system_message_staff_only`).",
+                    409: "The agent is not running (`agent_not_running`), or the Idempotency-Key was used with "
+                    "another body (`idempotency_key_reused`).",
+                    413: "The body is larger than the configured limit.",
+                    415: "The body is not `application/json`.",
+                }
+            ),
+        },
+        tags=["chat"],
+    )
+    def create(self, request: Request) -> Response:
+        body = ChatPostSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = chat_message_post(
+            agent_id=request.user.agent_id,
+            message=body.validated_data["message"],
+            message_type=body.validated_data["message_type"],
+            idempotency_key=idempotency_key_parse(request.headers.get("Idempotency-Key")),
+        )
+        message = chat_message_get(message_id=result.message.pk)
+        headers = {REPLAYED_HEADER: "true"} if result.replayed else {}
+        return Response(ChatMessageSerializer(message).data, status=status.HTTP_201_CREATED, headers=headers)
