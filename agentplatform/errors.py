@@ -17,12 +17,15 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf_exceptions
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 logger = logging.getLogger(__name__)
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
+# RFC 9110: a 401 response carries a challenge naming the scheme the client should use.
+BEARER_CHALLENGE = "Bearer"
 
 
 class ApplicationError(Exception):
@@ -148,7 +151,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     headers: dict[str, str] = {}
     if isinstance(exc, ApplicationError):
         body = problem_body(status=exc.status, code=exc.code, detail=exc.detail, title=exc.title, errors=exc.errors)
-        headers = exc.headers
+        headers = dict(exc.headers)
     elif isinstance(exc, Http404):
         body = problem_body(status=404, code="not_found", detail=str(exc) or "Not found.")
     elif isinstance(exc, DjangoPermissionDenied):
@@ -168,9 +171,10 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
             headers["Retry-After"] = str(int(exc.wait))
     else:
         return None
+    if body["status"] == 401:
+        headers.setdefault("WWW-Authenticate", BEARER_CHALLENGE)
     set_rollback()
-    response = Response(body, status=body["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
-    return response
+    return Response(body, status=body["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
 
 
 def _too_large_problem() -> dict[str, Any]:
@@ -194,6 +198,35 @@ def api_path_prefixes() -> tuple[str, ...]:
 
 def is_api_path(path: str) -> bool:
     return path.startswith(api_path_prefixes())
+
+
+class ProblemFieldErrorSerializer(serializers.Serializer):
+    field = serializers.CharField(help_text="The input field at fault (dotted when nested); empty for the whole body.")
+    message = serializers.CharField()
+
+
+class ProblemDetailsSerializer(serializers.Serializer):
+    """The OpenAPI shape of every error body (RFC 9457 problem details)."""
+
+    type = serializers.CharField(help_text="A URN naming the problem, `urn:problem:<code>`.")
+    title = serializers.CharField()
+    status = serializers.IntegerField()
+    detail = serializers.CharField(help_text="What went wrong, for a human; names allowed values where it helps.")
+    code = serializers.CharField(help_text="A stable machine-readable code, e.g. `invalid`, `not_authenticated`.")
+    errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="Validation errors, one per field.")
+
+
+def problem_responses(descriptions: dict[int, str]) -> dict[tuple[int, str], Any]:
+    """`extend_schema(responses=...)` entries documenting problem-details errors.
+
+    `{**problem_responses({404: "No agent with this instance_id."}), 200: AgentSerializer}`
+    """
+    from drf_spectacular.utils import OpenApiResponse
+
+    return {
+        (status, PROBLEM_CONTENT_TYPE): OpenApiResponse(response=ProblemDetailsSerializer, description=description)
+        for status, description in descriptions.items()
+    }
 
 
 class ProblemDetailsMiddleware:

@@ -6,6 +6,7 @@ Every value comes from the environment, read here and only here through django-e
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -161,7 +162,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "agentplatform.openapi.ProblemDetailsAutoSchema",
     "EXCEPTION_HANDLER": "agentplatform.errors.problem_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "URL_FORMAT_OVERRIDE": None,
@@ -185,10 +186,21 @@ COIN_SEGMENT = env.str("COIN_SEGMENT", default="wisent")
 if not COIN_SEGMENT.isidentifier() and not COIN_SEGMENT.replace("-", "").isalnum():
     raise ImproperlyConfigured("COIN_SEGMENT must be a single URL path segment of letters, digits, - or _")
 
-RATE_LIMIT_PUBLIC = env.str("RATE_LIMIT_PUBLIC", default="100/m")
-RATE_LIMIT_AUTHENTICATED = env.str("RATE_LIMIT_AUTHENTICATED", default="500/m")
-RATE_LIMIT_TRADING = env.str("RATE_LIMIT_TRADING", default="60/m")
+
+def _rate(name: str, default: str) -> str:
+    """A rate limit such as `100/m` (count per s, m, h or d, optionally `5/10s`)."""
+    value = env.str(name, default=default).strip()
+    if not re.fullmatch(r"[1-9]\d*/([1-9]\d*)?[smhd]", value):
+        raise ImproperlyConfigured(f"{name} must look like 100/m (count/[n]s|m|h|d), got {value!r}")
+    return value
+
+
+RATE_LIMIT_PUBLIC = _rate("RATE_LIMIT_PUBLIC", "100/m")
+RATE_LIMIT_AUTHENTICATED = _rate("RATE_LIMIT_AUTHENTICATED", "500/m")
+RATE_LIMIT_TRADING = _rate("RATE_LIMIT_TRADING", "60/m")
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+if TRUSTED_PROXY_COUNT < 0:
+    raise ImproperlyConfigured("TRUSTED_PROXY_COUNT must be 0 or more (proxies that append to X-Forwarded-For)")
 RATELIMIT_USE_CACHE = "default"
 
 SIWE_DOMAIN = env.str("SIWE_DOMAIN", default="localhost:8000")
