@@ -40,6 +40,9 @@ class Repository(models.Model):
     every ingest; a repo removed from the registry is disabled, not deleted (its index stays
     until purged)."""
 
+    registry = models.ForeignKey(
+        Registry, null=True, blank=True, on_delete=models.SET_NULL, related_name="repositories"
+    )
     name = models.CharField(max_length=200, unique=True, help_text="owner/name")
     url = models.CharField(max_length=500, help_text="https URL, file:// URL or local path")
     ref = models.CharField(max_length=200, default="main")
@@ -51,6 +54,9 @@ class Repository(models.Model):
     is_transcript = models.BooleanField(default=False)
     last_commit = models.CharField(max_length=64, blank=True)
     last_ingested_at = models.DateTimeField(null=True, blank=True)
+    # Kept by the ingest swap, so lists and the admin need no COUNT over the chunks.
+    file_count = models.PositiveIntegerField(default=0)
+    chunk_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -69,11 +75,25 @@ class IngestStatus(models.TextChoices):
     FAILED = "failed", "failed"
 
 
+class IngestTrigger(models.TextChoices):
+    API = "api", "api"
+    ADMIN = "admin", "admin"
+    SCHEDULE = "schedule", "schedule"
+    COMMAND = "command", "command"
+    TASK = "task", "task"
+
+
 class IngestRun(models.Model):
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="runs")
     ref = models.CharField(max_length=200)
     commit = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=16, choices=IngestStatus.choices, default=IngestStatus.QUEUED)
+    trigger = models.CharField(max_length=16, choices=IngestTrigger.choices, default=IngestTrigger.TASK)
+    phase = models.CharField(max_length=32, blank=True, help_text="what a running ingest is doing")
+    files_total = models.PositiveIntegerField(default=0, help_text="files selected at the commit")
+    files_processed = models.PositiveIntegerField(default=0, help_text="files to (re)chunk done so far")
+    files_skipped = models.JSONField(default=list, blank=True, help_text="[path, reason] of skipped files")
+    attempts = models.PositiveIntegerField(default=0, help_text="times a worker started this run")
     files_added = models.PositiveIntegerField(default=0)
     files_updated = models.PositiveIntegerField(default=0)
     files_removed = models.PositiveIntegerField(default=0)
@@ -146,6 +166,7 @@ class Chunk(models.Model):
         indexes = [
             GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
             models.Index(fields=["repository", "path"], name="chunk_repository_path"),
+            models.Index(fields=["repository", "content_hash"], name="chunk_repository_content_hash"),
         ]
 
     def __str__(self) -> str:
