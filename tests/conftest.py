@@ -10,8 +10,14 @@ import uuid
 os.environ.setdefault("CACHE_KEY_PREFIX", f"test-{uuid.uuid4().hex[:12]}")
 
 import pytest
-from django.core.cache import cache
-from rest_framework.test import APIClient
+from django.conf import settings
+
+# pytest-django has already read the settings (with the default prefix) before this module runs;
+# the caches are built lazily, so setting the prefix here still reaches every cache key.
+settings.CACHES["default"]["KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
+
+from django.core.cache import cache  # noqa: E402
+from rest_framework.test import APIClient  # noqa: E402
 
 
 def _clear_our_redis_keys() -> None:
