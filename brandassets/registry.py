@@ -1,0 +1,416 @@
+"""Parsing and validation of `brand-assets.yml`, the explicit brand asset registry.
+
+The file lists every asset; nothing is inferred from file extensions:
+
+```yaml
+defaults:                      # optional
+  ref: main
+repos:                         # optional: where each repo named below lives
+  acme/brand:
+    url: https://git.example.com/acme/brand.git   # https URL, file:// URL or local path
+    web_url: https://github.com/acme/brand        # optional, for blobUrl when url is a mirror
+    ref: main                                     # optional default ref of this repo's assets
+products:
+  acme-app:
+    logo:
+      - {repo: acme/brand, path: logos/acme-light.svg, ref: main, theme: light, format: svg}
+    favicon:
+      - {repo: acme/brand, path: web/favicon.ico}
+```
+
+A repo not declared under `repos:` is looked up among the repositories of the source registry
+(sources.yml) by name at sync time.
+
+Errors name the file, the line and the entry (`brand-assets.yml:12: products.acme-app.logo[0]:
+unknown key 'colour'; allowed: ...`). All errors of a file are collected, not only the first.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+# Product and kind names are URL path segments of /assets/<product>/<kind>: keep them to a
+# conservative alphabet so that no name can carry a separator, a dot segment or an escape.
+NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?\Z")
+REPO_NAME_PATTERN = re.compile(r"^(?!.*(?:^|/)\.{1,2}(?:/|\Z))[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+\Z")
+# A git ref as accepted by `git check-ref-format` for branch and tag names, or a commit SHA.
+REF_PATTERN = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/+-]{1,200}(?<![./])(?<!\.lock)\Z")
+THEMES = ("light", "dark")
+
+# Formats the registry may name, with the Content-Type the content endpoint sends for each.
+CONTENT_TYPES: dict[str, str] = {
+    "svg": "image/svg+xml",
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+    "avif": "image/avif",
+    "ico": "image/x-icon",
+    "woff": "font/woff",
+    "woff2": "font/woff2",
+    "ttf": "font/ttf",
+    "otf": "font/otf",
+    "eot": "application/vnd.ms-fontobject",
+    "pdf": "application/pdf",
+    "eps": "application/postscript",
+    "json": "application/json",
+}
+IMAGE_FORMATS = frozenset({"svg", "png", "jpg", "jpeg", "gif", "webp", "avif", "ico"})
+
+ENTRY_KEYS = ("repo", "path", "ref", "format", "theme", "width", "height", "description")
+REPO_KEYS = ("url", "web_url", "ref")
+TOP_LEVEL_KEYS = ("defaults", "repos", "products")
+DEFAULT_KEYS = ("ref",)
+
+
+@dataclass(frozen=True)
+class RegistryProblem:
+    line: int | None
+    where: str
+    message: str
+
+    def render(self, file_name: str) -> str:
+        location = f"{file_name}:{self.line}" if self.line else file_name
+        return f"{location}: {self.where}: {self.message}" if self.where else f"{location}: {self.message}"
+
+
+class RegistryInvalid(Exception):
+    """The registry file is not valid; `errors` lists every problem found, each naming its entry."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class RepoSource:
+    name: str
+    url: str
+    web_url: str = ""
+    ref: str = ""
+
+
+@dataclass(frozen=True)
+class AssetEntry:
+    """One listed asset. `asset_index` is its position among its product's assets of its kind."""
+
+    product: str
+    kind: str
+    asset_index: int
+    position: int
+    repo: str
+    path: str
+    ref: str
+    format: str = ""
+    theme: str = ""
+    width: int | None = None
+    height: int | None = None
+    description: str = ""
+    line: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"products.{self.product}.{self.kind}[{self.asset_index}]"
+
+
+@dataclass
+class BrandRegistry:
+    entries: list[AssetEntry] = field(default_factory=list)
+    repos: dict[str, RepoSource] = field(default_factory=dict)
+
+
+def format_for(*, declared: str, path: str) -> str:
+    """The asset's format: the registry's, else the registered file's extension when it is known."""
+    if declared:
+        return declared
+    extension = posixpath.splitext(path)[1].lstrip(".").lower()
+    return extension if extension in CONTENT_TYPES else ""
+
+
+def content_type_for(*, format: str, path: str) -> str:
+    """Content-Type from the registry's format, else from the registered file's name."""
+    if format in CONTENT_TYPES:
+        return CONTENT_TYPES[format]
+    guessed, _encoding = mimetypes.guess_type(posixpath.basename(path), strict=False)
+    return guessed or "application/octet-stream"
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` cannot name a file inside a repository, or None when it can."""
+    if not path:
+        return "must not be empty"
+    if "\x00" in path or "\\" in path or any(ord(char) < 32 for char in path):
+        return "must not contain backslashes or control characters"
+    if path.startswith("/"):
+        return "must be relative to the repository root"
+    if any(segment in {"", ".", ".."} for segment in path.split("/")):
+        return "must not contain empty, '.' or '..' segments"
+    if path.split("/")[0] == ".git":
+        return "must not point into .git"
+    if len(path) > 1000:
+        return "must be at most 1000 characters"
+    return None
+
+
+class _Validator:
+    def __init__(self) -> None:
+        self.problems: list[RegistryProblem] = []
+
+    def problem(self, node: yaml.Node | None, where: str, message: str) -> None:
+        line = node.start_mark.line + 1 if node is not None else None
+        self.problems.append(RegistryProblem(line=line, where=where, message=message))
+
+    def mapping(self, node: yaml.Node, where: str) -> list[tuple[str, yaml.Node, yaml.Node]] | None:
+        if not isinstance(node, yaml.MappingNode):
+            self.problem(node, where, "must be a mapping")
+            return None
+        pairs: list[tuple[str, yaml.Node, yaml.Node]] = []
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.problem(key_node, where, "keys must be plain strings")
+                continue
+            key = str(key_node.value)
+            if key in seen:
+                self.problem(key_node, where, f"duplicate key '{key}'")
+                continue
+            seen.add(key)
+            pairs.append((key, key_node, value_node))
+        return pairs
+
+    def unknown_keys(self, pairs: list[tuple[str, yaml.Node, yaml.Node]], allowed: tuple[str, ...], where: str) -> None:
+        for key, key_node, _value in pairs:
+            if key not in allowed:
+                self.problem(key_node, where, f"unknown key '{key}'; allowed: {', '.join(allowed)}")
+
+    def scalar(self, node: yaml.Node, where: str) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            self.problem(node, where, "must be a single value")
+            return None
+        return _resolve(node)
+
+    def string(
+        self, node: yaml.Node, where: str, *, pattern: re.Pattern[str] | None = None, hint: str = ""
+    ) -> str | None:
+        value = self.scalar(node, where)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.problem(node, where, "must be a non-empty string")
+            return None
+        if pattern is not None and not pattern.match(value):
+            self.problem(node, where, f"{value!r} is not valid{': ' + hint if hint else ''}")
+            return None
+        return value
+
+    def positive_int(self, node: yaml.Node, where: str) -> int | None:
+        value = self.scalar(node, where)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 100_000:
+            self.problem(node, where, "must be a whole number of pixels between 1 and 100000")
+            return None
+        return value
+
+
+def _resolve(node: yaml.ScalarNode) -> Any:
+    """The Python value of a plain scalar with the YAML 1.1 core types PyYAML's safe loader knows."""
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _url_problem(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme in {"http", "https"}:
+        if parts.username or parts.password:
+            return "must not contain credentials; set GIT_HTTP_TOKEN instead"
+        if not parts.hostname:
+            return "must name a host"
+    elif parts.scheme not in {"", "file"}:
+        return "must be an https URL, a file:// URL or a local path"
+    return None
+
+
+def registry_parse(*, text: str | bytes, file_name: str = "brand-assets.yml") -> BrandRegistry:
+    """Parses and validates the registry; raises RegistryInvalid listing every problem found."""
+    validator = _Validator()
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RegistryInvalid([f"{file_name}{line}: not valid YAML: {problem}"]) from exc
+    if root is None:
+        raise RegistryInvalid([f"{file_name}: the file is empty; write `products: {{}}` to list no assets"])
+    top = validator.mapping(root, "")
+    if top is None:
+        raise RegistryInvalid([problem.render(file_name) for problem in validator.problems])
+    validator.unknown_keys(top, TOP_LEVEL_KEYS, "")
+    sections = {key: value for key, _key_node, value in top}
+
+    default_ref = "main"
+    if "defaults" in sections:
+        defaults = validator.mapping(sections["defaults"], "defaults") or []
+        validator.unknown_keys(defaults, DEFAULT_KEYS, "defaults")
+        for key, _key_node, value in defaults:
+            if key == "ref":
+                default_ref = (
+                    validator.string(value, "defaults.ref", pattern=REF_PATTERN, hint="not a git ref") or "main"
+                )
+
+    repos: dict[str, RepoSource] = {}
+    if "repos" in sections:
+        for name, name_node, value in validator.mapping(sections["repos"], "repos") or []:
+            where = f"repos.{name}"
+            if not REPO_NAME_PATTERN.match(name):
+                validator.problem(name_node, where, "repo names are owner/name")
+                continue
+            pairs = validator.mapping(value, where)
+            if pairs is None:
+                continue
+            validator.unknown_keys(pairs, REPO_KEYS, where)
+            fields = {key: node for key, _key_node, node in pairs}
+            if "url" not in fields:
+                validator.problem(value, where, "missing required key 'url'")
+                continue
+            url = validator.string(fields["url"], f"{where}.url")
+            if url and (problem := _url_problem(url)):
+                validator.problem(fields["url"], f"{where}.url", problem)
+                url = None
+            web_url = ""
+            if "web_url" in fields:
+                web_url = validator.string(fields["web_url"], f"{where}.web_url") or ""
+                if web_url and not web_url.startswith(("https://", "http://")):
+                    validator.problem(fields["web_url"], f"{where}.web_url", "must be an http(s) URL")
+                    web_url = ""
+            repo_ref = ""
+            if "ref" in fields:
+                repo_ref = (
+                    validator.string(fields["ref"], f"{where}.ref", pattern=REF_PATTERN, hint="not a git ref") or ""
+                )
+            if url:
+                repos[name] = RepoSource(name=name, url=url, web_url=web_url, ref=repo_ref)
+
+    entries: list[AssetEntry] = []
+    if "products" not in sections:
+        validator.problem(root, "", "missing required key 'products'")
+    else:
+        products_node = sections["products"]
+        products = [] if _is_null(products_node) else validator.mapping(products_node, "products") or []
+        for product, product_key, kinds_node in products:
+            if not NAME_PATTERN.match(product):
+                validator.problem(product_key, f"products.{product}", _name_hint("product"))
+                continue
+            for kind, kind_key, list_node in validator.mapping(kinds_node, f"products.{product}") or []:
+                where_kind = f"products.{product}.{kind}"
+                if not NAME_PATTERN.match(kind):
+                    validator.problem(kind_key, where_kind, _name_hint("kind"))
+                    continue
+                if not isinstance(list_node, yaml.SequenceNode):
+                    validator.problem(list_node, where_kind, "must be a list of assets")
+                    continue
+                for index, item in enumerate(list_node.value):
+                    entry = _entry(validator, item, product, kind, index, len(entries), default_ref, repos)
+                    if entry is not None:
+                        entries.append(entry)
+    if validator.problems:
+        raise RegistryInvalid([problem.render(file_name) for problem in validator.problems])
+    return BrandRegistry(entries=entries, repos=repos)
+
+
+def _is_null(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+
+def _name_hint(what: str) -> str:
+    return f"{what} names are lower-case letters, digits, '-' and '_' (1-64 characters, no leading or trailing '-')"
+
+
+def _entry(
+    validator: _Validator,
+    node: yaml.Node,
+    product: str,
+    kind: str,
+    index: int,
+    position: int,
+    default_ref: str,
+    repos: dict[str, RepoSource],
+) -> AssetEntry | None:
+    where = f"products.{product}.{kind}[{index}]"
+    pairs = validator.mapping(node, where)
+    if pairs is None:
+        return None
+    before = len(validator.problems)
+    validator.unknown_keys(pairs, ENTRY_KEYS, where)
+    fields = {key: value for key, _key_node, value in pairs}
+    for required in ("repo", "path"):
+        if required not in fields:
+            validator.problem(node, where, f"missing required key '{required}'")
+    repo = path = None
+    if "repo" in fields:
+        repo = validator.string(fields["repo"], f"{where}.repo", pattern=REPO_NAME_PATTERN, hint="expected owner/name")
+    if "path" in fields:
+        path = validator.string(fields["path"], f"{where}.path")
+        if path is not None and (problem := path_problem(path)):
+            validator.problem(fields["path"], f"{where}.path", f"{path!r} {problem}")
+            path = None
+    ref = ""
+    if "ref" in fields:
+        ref = validator.string(fields["ref"], f"{where}.ref", pattern=REF_PATTERN, hint="not a git ref") or ""
+    asset_format = ""
+    if "format" in fields:
+        value = validator.string(fields["format"], f"{where}.format")
+        if value is not None and value.lower() not in CONTENT_TYPES:
+            validator.problem(
+                fields["format"], f"{where}.format", f"unknown format {value!r}; allowed: {', '.join(CONTENT_TYPES)}"
+            )
+        elif value is not None:
+            asset_format = value.lower()
+    theme = ""
+    if "theme" in fields:
+        value = validator.string(fields["theme"], f"{where}.theme")
+        if value is not None and value not in THEMES:
+            validator.problem(fields["theme"], f"{where}.theme", f"must be one of {', '.join(THEMES)}")
+        elif value is not None:
+            theme = value
+    width = validator.positive_int(fields["width"], f"{where}.width") if "width" in fields else None
+    height = validator.positive_int(fields["height"], f"{where}.height") if "height" in fields else None
+    description = ""
+    if "description" in fields:
+        value = validator.scalar(fields["description"], f"{where}.description")
+        if not isinstance(value, str) or len(value) > 1000:
+            validator.problem(
+                fields["description"], f"{where}.description", "must be a string of at most 1000 characters"
+            )
+        else:
+            description = value.strip()
+    if len(validator.problems) != before or repo is None or path is None:
+        return None
+    if not ref:
+        ref = repos[repo].ref if repo in repos and repos[repo].ref else default_ref
+    return AssetEntry(
+        product=product,
+        kind=kind,
+        asset_index=index,
+        position=position,
+        repo=repo,
+        path=path,
+        ref=ref,
+        format=format_for(declared=asset_format, path=path),
+        theme=theme,
+        width=width,
+        height=height,
+        description=description,
+        line=node.start_mark.line + 1,
+    )
