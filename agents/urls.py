@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from agents.views import AgentViewSet
 
@@ -7,4 +7,5 @@ from agents.views import AgentViewSet
 urlpatterns = [
     path("agents", AgentViewSet.as_view({"get": "list"}), name="agent-list"),
     path("profile/<slug:instance_id>", AgentViewSet.as_view({"get": "profile"}), name="agent-profile"),
+    path("", include("agents.auth_urls")),
 ]

@@ -1,0 +1,178 @@
+"""Sign-In with Ethereum (EIP-4361): nonces, message checks and wallet sessions.
+
+The flow: `wallet_nonce_issue` stores a single-use nonce; the client builds an EIP-4361 message
+naming SIWE_DOMAIN and that nonce, has the wallet sign it (EIP-191 `personal_sign`) and sends
+message and signature to `wallet_session_create`, which returns a bearer session bound to the
+signing address.
+
+Parsing uses the maintained `siwe` package; the signature is recovered with eth-account over the
+exact text received (not a re-serialisation), so what the wallet showed is what was checked.
+
+Errors (all problem details; a failed attempt changes nothing, the nonce included, so a client
+whose wallet signed the wrong thing can retry with the same nonce):
+- 400 `siwe_malformed`: not an EIP-4361 message (or a field of it is invalid).
+- 401 `siwe_bad_signature`: the signature does not recover the message's address.
+- 401 `siwe_domain_mismatch`: the message is for another domain than SIWE_DOMAIN.
+- 401 `siwe_expired` / `siwe_not_yet_valid`: outside the message's Expiration Time / Not Before.
+- 401 `siwe_nonce_invalid`: nonce never issued, already used, or older than SIWE_NONCE_TTL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import secrets
+import warnings
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from eth_account import Account
+from eth_account.messages import encode_defunct
+from eth_keys.exceptions import BadSignature
+from eth_utils import is_address, to_checksum_address
+
+from agentplatform.errors import InvalidInput, Unauthenticated
+from agents.authentication import WALLET_SESSION_PREFIX, new_token
+from agents.models import WalletNonce, WalletSession
+
+with warnings.catch_warnings():
+    # abnf 2.8 warns that siwe's grammar restates RFC 5234 core rules; harmless (and abnf 2.9,
+    # which makes it an error, is pinned out in requirements.txt).
+    warnings.simplefilter("ignore")
+    from siwe import SiweMessage
+
+MAX_MESSAGE_LENGTH = 2048
+SIGN_IN_STATEMENT = "Sign in to the agent platform."
+# Nonces are kept this long past their expiry (for the admin to see), then deleted when new
+# ones are issued, so the table stays small without a scheduled job.
+EXPIRED_NONCE_RETENTION = timedelta(hours=1)
+
+
+def wallet_nonce_issue() -> WalletNonce:
+    """Stores and returns a new single-use nonce valid for SIWE_NONCE_TTL_SECONDS."""
+    now = timezone.now()
+    WalletNonce.objects.filter(expires_at__lt=now - EXPIRED_NONCE_RETENTION).delete()
+    # 128 random bits, hex: EIP-4361 nonces are alphanumeric, at least 8 characters.
+    return WalletNonce.objects.create(
+        nonce=secrets.token_hex(16),
+        expires_at=now + timedelta(seconds=settings.SIWE_NONCE_TTL_SECONDS),
+    )
+
+
+def wallet_sign_in_message(*, nonce: WalletNonce, address: str, uri: str, chain_id: int = 1) -> str:
+    """The EIP-4361 message for `address` to sign with `nonce`, as a wallet would show it."""
+    if not is_address(address):
+        raise InvalidInput.for_field("address", "must be a 0x-prefixed 20-byte hex address")
+    message = SiweMessage(
+        domain=settings.SIWE_DOMAIN,
+        address=to_checksum_address(address),
+        statement=SIGN_IN_STATEMENT,
+        uri=uri,
+        version="1",
+        chain_id=chain_id,
+        nonce=nonce.nonce,
+        issued_at=_iso(timezone.now()),
+        expiration_time=_iso(nonce.expires_at),
+    )
+    return message.prepare_message()
+
+
+def wallet_session_create(*, message: str, signature: str) -> tuple[WalletSession, str]:
+    """Checks a signed SIWE message and returns a new wallet session with its bearer token.
+
+    The token is returned here only; the session row keeps its SHA-256. The nonce is consumed by
+    a conditional UPDATE in the same transaction that creates the session, so of two concurrent
+    requests with the same signed message exactly one gets a session.
+    """
+    parsed = _parse(message)
+    recovered = _recover_address(message, signature)
+    if recovered is None or recovered.lower() != parsed.address.lower():
+        raise Unauthenticated("The signature was not made by the message's address.", code="siwe_bad_signature")
+    if parsed.domain != settings.SIWE_DOMAIN:
+        raise Unauthenticated(
+            f"The message is for domain {parsed.domain!r}; this service signs in {settings.SIWE_DOMAIN!r}.",
+            code="siwe_domain_mismatch",
+        )
+    now = timezone.now()
+    if parsed.expiration_time is not None and now >= _parse_time(parsed.expiration_time):
+        raise Unauthenticated(f"The message expired at {parsed.expiration_time}.", code="siwe_expired")
+    if parsed.not_before is not None and now < _parse_time(parsed.not_before):
+        raise Unauthenticated(f"The message is not valid before {parsed.not_before}.", code="siwe_not_yet_valid")
+    with transaction.atomic():
+        consumed = WalletNonce.objects.filter(nonce=parsed.nonce, used_at__isnull=True, expires_at__gt=now).update(
+            used_at=now
+        )
+        if consumed != 1:
+            raise Unauthenticated(
+                "The nonce is unknown, already used or expired; get a new one from GET /api/auth/nonce.",
+                code="siwe_nonce_invalid",
+            )
+        token, lookup, hashed = new_token(WALLET_SESSION_PREFIX)
+        session = WalletSession.objects.create(
+            address=parsed.address.lower(),
+            lookup=lookup,
+            hashed_token=hashed,
+            expires_at=now + timedelta(seconds=settings.WALLET_SESSION_TTL_SECONDS),
+        )
+    return session, token
+
+
+def wallet_session_revoke(*, session: WalletSession) -> bool:
+    """Ends a wallet session; returns False if it was already revoked."""
+    return bool(WalletSession.objects.filter(pk=session.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+
+
+def _parse(message: str) -> SiweMessage:
+    if len(message) > MAX_MESSAGE_LENGTH:
+        raise _malformed(f"is longer than {MAX_MESSAGE_LENGTH} characters")
+    # siwe's regular-expression parser first: it rejects garbage in microseconds, where the
+    # ABNF parser (pure Python) can take seconds on a long non-message.
+    try:
+        parsed = SiweMessage.from_message(message, abnf=False)
+    except ValueError as exc:
+        raise _malformed(_reason(exc)) from exc
+    # Then the EIP-4361 ABNF grammar itself, which is stricter (exact line structure).
+    try:
+        strict = SiweMessage.from_message(message, abnf=True)
+    except ValueError as exc:
+        raise _malformed(_reason(exc)) from exc
+    if strict != parsed:
+        raise _malformed("the message's fields are ambiguous")
+    return strict
+
+
+def _recover_address(message: str, signature: str) -> str | None:
+    try:
+        return Account.recover_message(encode_defunct(text=message), signature=signature)
+    except (BadSignature, ValueError):  # out-of-range r/s/v, or not hex
+        return None
+
+
+def _malformed(reason: str) -> InvalidInput:
+    return InvalidInput(
+        f"message: not an EIP-4361 (Sign-In with Ethereum) message: {reason}.",
+        code="siwe_malformed",
+        errors=[{"field": "message", "message": f"not an EIP-4361 message: {reason}"}],
+    )
+
+
+def _reason(exc: ValueError) -> str:
+    # pydantic's ValidationError names the field; siwe's parsers raise a bare ValueError.
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        location = ".".join(str(part) for part in first.get("loc", ()))
+        return f"{location}: {first.get('msg', 'invalid')}" if location else str(first.get("msg", "invalid"))
+    # Their own texts ("did not match the regular expression") would not help a client.
+    return "it does not follow the EIP-4361 format"
+
+
+def _parse_time(value: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise _malformed(f"invalid timestamp {value!r}") from exc
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
