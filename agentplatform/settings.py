@@ -270,6 +270,52 @@ LLM_MODEL = env.str("LLM_MODEL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_TIMEOUT_SECONDS = _non_negative_float("LLM_TIMEOUT_SECONDS", 30.0)
 
+# --- Ground-truth search and ask (groundtruth/search/) ---------------------------------------
+# Candidates taken from each leg (lexical BM25, dense HNSW) before fusion.
+SEARCH_CANDIDATE_DEPTH = _positive_int("SEARCH_CANDIDATE_DEPTH", 50)
+# Weighted reciprocal rank fusion: weight / (SEARCH_RRF_K + rank) per leg.
+SEARCH_LEXICAL_WEIGHT = _non_negative_float("SEARCH_LEXICAL_WEIGHT", 1.0)
+SEARCH_DENSE_WEIGHT = _non_negative_float("SEARCH_DENSE_WEIGHT", 1.0)
+SEARCH_RRF_K = _non_negative_float("SEARCH_RRF_K", 60.0)
+SEARCH_BM25_K1 = _non_negative_float("SEARCH_BM25_K1", 1.2)
+SEARCH_BM25_B = _non_negative_float("SEARCH_BM25_B", 0.75)
+if SEARCH_BM25_B > 1:
+    raise ImproperlyConfigured(f"SEARCH_BM25_B must be between 0 and 1, got {SEARCH_BM25_B}")
+# Upper bound on chunks rescored by BM25 (sum of document frequencies of the OR-ed lexemes).
+SEARCH_LEXICAL_MAX_CANDIDATES = _positive_int("SEARCH_LEXICAL_MAX_CANDIDATES", 5000)
+SEARCH_HNSW_EF_SEARCH = _positive_int("SEARCH_HNSW_EF_SEARCH", 100)
+SEARCH_HNSW_MAX_SCAN_TUPLES = _positive_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000)
+# Query embeddings kept per web process (in-process LRU; entries, about 3 KB each).
+SEARCH_EMBEDDING_CACHE_SIZE = _positive_int("SEARCH_EMBEDDING_CACHE_SIZE", 1024)
+_trust_tiers = ("canonical", "reviewed", "community", "transcript")
+try:
+    SEARCH_TRUST_WEIGHTS = {
+        tier: float(weight)
+        for tier, weight in env.dict(
+            "SEARCH_TRUST_WEIGHTS", default={"canonical": 1.0, "reviewed": 0.9, "community": 0.75, "transcript": 0.5}
+        ).items()
+    }
+except ValueError as exc:
+    raise ImproperlyConfigured("SEARCH_TRUST_WEIGHTS must look like canonical=1.0,reviewed=0.9,...") from exc
+if sorted(SEARCH_TRUST_WEIGHTS) != sorted(_trust_tiers) or any(
+    SEARCH_TRUST_WEIGHTS[higher] < SEARCH_TRUST_WEIGHTS[lower] or SEARCH_TRUST_WEIGHTS[lower] < 0
+    for higher, lower in zip(_trust_tiers, _trust_tiers[1:], strict=False)
+):
+    raise ImproperlyConfigured(
+        "SEARCH_TRUST_WEIGHTS must give canonical, reviewed, community and transcript each a weight >= 0, "
+        "in that order from highest to lowest"
+    )
+# /ask: how many passages to cite, and at most how many lines each snippet keeps.
+ASK_CITATION_COUNT = _positive_int("ASK_CITATION_COUNT", 5)
+ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 6)
+# Missing sources: support = DENSE_WEIGHT * best cosine similarity + (1 - DENSE_WEIGHT) * the
+# share of the question's IDF found in one retrieved chunk; below THRESHOLD the sources are
+# missing. Calibrated on benchmarks/questions.yml by `python benchmarks/retrieval.py --calibrate`.
+ASK_SUPPORT_DENSE_WEIGHT = _non_negative_float("ASK_SUPPORT_DENSE_WEIGHT", 0.5)
+ASK_SUPPORT_THRESHOLD = _non_negative_float("ASK_SUPPORT_THRESHOLD", 0.5)
+if ASK_SUPPORT_DENSE_WEIGHT > 1:
+    raise ImproperlyConfigured(f"ASK_SUPPORT_DENSE_WEIGHT must be between 0 and 1, got {ASK_SUPPORT_DENSE_WEIGHT}")
+
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = None

@@ -1,0 +1,353 @@
+"""Structure-aware chunking with exact line citations.
+
+`file_chunk(path=..., text=..., max_chars=..., config_whole_max_chars=...)` returns ChunkDrafts.
+Every draft's `text` is exactly lines `start_line..end_line` (1-based, inclusive) of the file as
+git stores it (line breaks are `\\n`; a trailing `\\r` of CRLF files is dropped), so a citation
+`path:start_line-end_line` at the indexed commit shows the chunk's text.
+
+How files are cut, by extension:
+- Markdown (.md .markdown .mdx): one section per ATX or setext heading, found by markdown-it
+  (so `#` lines inside code fences are not headings); the heading trail is the stack of
+  enclosing headings, outermost first. YAML front matter is its own section. A heading with no
+  body of its own is folded into its first subsection instead of becoming a chunk.
+- reStructuredText (.rst .rest): sections from underlined (and optionally overlined) titles;
+  levels follow the order in which adornment styles first appear, as docutils does.
+- YAML, TOML, JSON: the whole file when it has at most CONFIG_WHOLE_FILE_MAX_CHARS characters;
+  else one section per top-level key (YAML, JSON) or table (TOML), with comments just above a
+  key kept with it; the trail is the key or table name.
+- anything else: one section.
+A section longer than CHUNK_MAX_CHARS is split at blank lines outside code fences, then between
+lines; a single line longer than the maximum stays whole (lines are never cut, so citations
+stay exact). Leading and trailing blank lines are not part of a chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
+RST_SUFFIXES = (".rst", ".rest")
+YAML_SUFFIXES = (".yml", ".yaml")
+TOML_SUFFIXES = (".toml",)
+JSON_SUFFIXES = (".json",)
+
+_RST_ADORNMENT = re.compile(r"^([=\-`:'\"~^_*+#<>.!$%&,;/?@\\|])\1+\s*$")
+_YAML_TOP_KEY = re.compile(r"""^(?:"(?P<dq>[^"]+)"|'(?P<sq>[^']+)'|(?P<plain>[^\s#\-?:][^:#]*?))\s*:(?:\s|$)""")
+_TOML_TABLE = re.compile(r"^\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_markdown = MarkdownIt("commonmark")
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    start_line: int
+    end_line: int
+    heading: tuple[str, ...]
+    text: str
+
+    @property
+    def embedding_text(self) -> str:
+        """What is embedded: the heading trail (context the text alone lacks), then the text."""
+        if self.heading:
+            return " > ".join(self.heading) + "\n" + self.text
+        return self.text
+
+    @property
+    def content_hash(self) -> str:
+        """Identifies the embedded content: equal hashes can share one embedding."""
+        return hashlib.sha256(self.embedding_text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Section:
+    start: int  # 0-based index of the first line
+    end: int  # 0-based index one past the last line
+    heading: tuple[str, ...]
+
+
+def file_lines(text: str) -> list[str]:
+    """The file's lines as git numbers them: split on \\n only, CR of CRLF dropped."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def file_chunk(*, path: str, text: str, max_chars: int, config_whole_max_chars: int) -> list[ChunkDraft]:
+    lines = file_lines(text)
+    if not lines:
+        return []
+    lowered = path.lower()
+    if lowered.endswith(MARKDOWN_SUFFIXES):
+        sections = _markdown_sections(lines)
+    elif lowered.endswith(RST_SUFFIXES):
+        sections = _rst_sections(lines)
+    elif lowered.endswith(YAML_SUFFIXES + TOML_SUFFIXES + JSON_SUFFIXES):
+        if len("\n".join(lines)) <= config_whole_max_chars:
+            sections = [_Section(0, len(lines), ())]
+        elif lowered.endswith(YAML_SUFFIXES):
+            sections = _yaml_sections(lines)
+        elif lowered.endswith(TOML_SUFFIXES):
+            sections = _toml_sections(lines)
+        else:
+            sections = _json_sections(lines)
+    else:
+        sections = [_Section(0, len(lines), ())]
+    drafts: list[ChunkDraft] = []
+    for section in sections:
+        drafts.extend(_section_split(lines, section, max_chars))
+    return drafts
+
+
+# --- sizing ----------------------------------------------------------------------------------
+def _trim(lines: list[str], start: int, end: int) -> tuple[int, int]:
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return start, end
+
+
+def _blocks(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
+    """Paragraph-like blocks: runs of lines between blank lines; a code fence is one block."""
+    blocks: list[tuple[int, int]] = []
+    block_start: int | None = None
+    in_fence = False
+    for index in range(start, end):
+        line = lines[index]
+        if _FENCE.match(line):
+            if block_start is None:
+                block_start = index
+            in_fence = not in_fence
+            continue
+        if not line.strip() and not in_fence:
+            if block_start is not None:
+                blocks.append((block_start, index))
+                block_start = None
+            continue
+        if block_start is None:
+            block_start = index
+    if block_start is not None:
+        blocks.append((block_start, end))
+    return blocks
+
+
+def _span_chars(lines: list[str], start: int, end: int) -> int:
+    return sum(len(line) for line in lines[start:end]) + max(end - start - 1, 0)
+
+
+def _section_split(lines: list[str], section: _Section, max_chars: int) -> list[ChunkDraft]:
+    start, end = _trim(lines, section.start, section.end)
+    if start >= end:
+        return []
+    if _span_chars(lines, start, end) <= max_chars:
+        return [_draft(lines, start, end, section.heading)]
+    # Greedy packing of whole blocks; a block too big alone is packed line by line.
+    pieces: list[tuple[int, int]] = []
+    units: list[tuple[int, int]] = []
+    for block_start, block_end in _blocks(lines, start, end):
+        if _span_chars(lines, block_start, block_end) <= max_chars:
+            units.append((block_start, block_end))
+        else:
+            units.extend((index, index + 1) for index in range(block_start, block_end))
+    piece_start, piece_end = units[0]
+    for unit_start, unit_end in units[1:]:
+        if _span_chars(lines, piece_start, unit_end) <= max_chars:
+            piece_end = unit_end
+        else:
+            pieces.append((piece_start, piece_end))
+            piece_start, piece_end = unit_start, unit_end
+    pieces.append((piece_start, piece_end))
+    drafts = []
+    for piece_start, piece_end in pieces:
+        trimmed_start, trimmed_end = _trim(lines, piece_start, piece_end)
+        if trimmed_start < trimmed_end:
+            drafts.append(_draft(lines, trimmed_start, trimmed_end, section.heading))
+    return drafts
+
+
+def _draft(lines: list[str], start: int, end: int, heading: tuple[str, ...]) -> ChunkDraft:
+    return ChunkDraft(start_line=start + 1, end_line=end, heading=heading, text="\n".join(lines[start:end]))
+
+
+# --- Markdown --------------------------------------------------------------------------------
+def _front_matter_end(lines: list[str]) -> int:
+    """Index one past the closing `---` of YAML front matter, or 0 when there is none."""
+    if not lines or lines[0].strip() != "---":
+        return 0
+    for index in range(1, len(lines)):
+        if lines[index].strip() in {"---", "..."}:
+            return index + 1
+    return 0
+
+
+def _markdown_sections(lines: list[str]) -> list[_Section]:
+    front_end = _front_matter_end(lines)
+    # Front matter lines are blanked for the parser so its line numbers stay those of the file.
+    body = [""] * front_end + lines[front_end:]
+    tokens = _markdown.parse("\n".join(body))
+    headings: list[tuple[int, int, int, str]] = []  # (first line, body start, level, title)
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open" and token.map:
+            title = tokens[index + 1].content.strip() if index + 1 < len(tokens) else ""
+            headings.append((token.map[0], token.map[1], int(token.tag[1]), title))
+    sections: list[_Section] = []
+    if front_end:
+        sections.append(_Section(0, front_end, ()))
+    first = headings[0][0] if headings else len(lines)
+    if front_end < first:
+        sections.append(_Section(front_end, first, ()))
+    stack: list[tuple[int, str]] = []
+    pending_start: int | None = None  # a heading without body, folded into its first subsection
+    for position, (line, body_start, level, title) in enumerate(headings):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        end = headings[position + 1][0] if position + 1 < len(headings) else len(lines)
+        start = pending_start if pending_start is not None else line
+        pending_start = None
+        body_empty = all(not text.strip() for text in lines[body_start:end])
+        next_is_child = position + 1 < len(headings) and headings[position + 1][2] > level
+        if body_empty and next_is_child:
+            pending_start = start
+            continue
+        sections.append(_Section(start, end, tuple(title for _, title in stack)))
+    return sections
+
+
+# --- reStructuredText ------------------------------------------------------------------------
+def _rst_sections(lines: list[str]) -> list[_Section]:
+    styles: list[tuple[str, bool]] = []
+    titles: list[tuple[int, int, str]] = []  # (first line of the title block, level, title)
+    index = 0
+    while index < len(lines) - 1:
+        line = lines[index]
+        text = line.rstrip()
+        overline = _RST_ADORNMENT.match(text)
+        # Overlined title: adornment, title, matching adornment.
+        if overline and index + 2 < len(lines):
+            title = lines[index + 1].strip()
+            under = _RST_ADORNMENT.match(lines[index + 2].rstrip())
+            if (
+                title
+                and under
+                and under.group(1) == overline.group(1)
+                and len(lines[index + 2].rstrip()) == len(text)
+                and len(title) <= len(text)
+                and (index == 0 or not lines[index - 1].strip())
+            ):
+                style = (overline.group(1), True)
+                if style not in styles:
+                    styles.append(style)
+                titles.append((index, styles.index(style) + 1, title))
+                index += 3
+                continue
+        under = _RST_ADORNMENT.match(lines[index + 1].rstrip())
+        if (
+            text
+            and not line[0].isspace()
+            and not overline
+            and under
+            and len(lines[index + 1].rstrip()) >= len(text)
+            and len(lines[index + 1].rstrip()) >= 2
+            and (index == 0 or not lines[index - 1].strip())
+        ):
+            style = (under.group(1), False)
+            if style not in styles:
+                styles.append(style)
+            titles.append((index, styles.index(style) + 1, text.strip()))
+            index += 2
+            continue
+        index += 1
+    sections: list[_Section] = []
+    first = titles[0][0] if titles else len(lines)
+    if first > 0:
+        sections.append(_Section(0, first, ()))
+    stack: list[tuple[int, str]] = []
+    pending_start: int | None = None
+    for position, (line, level, title) in enumerate(titles):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        end = titles[position + 1][0] if position + 1 < len(titles) else len(lines)
+        start = pending_start if pending_start is not None else line
+        pending_start = None
+        body_start = line + (3 if _RST_ADORNMENT.match(lines[line].rstrip()) else 2)
+        body_empty = all(not text.strip() for text in lines[body_start:end])
+        next_is_child = position + 1 < len(titles) and titles[position + 1][1] > level
+        if body_empty and next_is_child:
+            pending_start = start
+            continue
+        sections.append(_Section(start, end, tuple(title for _, title in stack)))
+    return sections
+
+
+# --- configuration files ---------------------------------------------------------------------
+def _keyed_sections(lines: list[str], starts: list[tuple[int, str]]) -> list[_Section]:
+    """Sections from (line index, name) starts; comment lines just above a start belong to it."""
+    if not starts:
+        return [_Section(0, len(lines), ())]
+    adjusted: list[tuple[int, str]] = []
+    for line, name in starts:
+        start = line
+        while start > 0 and lines[start - 1].lstrip().startswith("#"):
+            start -= 1
+        adjusted.append((start, name))
+    sections: list[_Section] = []
+    if adjusted[0][0] > 0:
+        sections.append(_Section(0, adjusted[0][0], ()))
+    for position, (start, name) in enumerate(adjusted):
+        end = adjusted[position + 1][0] if position + 1 < len(adjusted) else len(lines)
+        sections.append(_Section(start, end, (name,) if name else ()))
+    return sections
+
+
+def _yaml_sections(lines: list[str]) -> list[_Section]:
+    starts: list[tuple[int, str]] = []
+    for index, line in enumerate(lines):
+        if line.startswith("---"):
+            starts.append((index, ""))
+            continue
+        match = _YAML_TOP_KEY.match(line)
+        if match:
+            starts.append((index, (match.group("dq") or match.group("sq") or match.group("plain")).strip()))
+    return _keyed_sections(lines, starts)
+
+
+def _toml_sections(lines: list[str]) -> list[_Section]:
+    starts = [(index, match.group("name")) for index, line in enumerate(lines) if (match := _TOML_TABLE.match(line))]
+    return _keyed_sections(lines, starts)
+
+
+def _json_sections(lines: list[str]) -> list[_Section]:
+    """Top-level keys of a JSON object, found by a scanner that tracks strings and depth."""
+    starts: list[tuple[int, str]] = []
+    depth = 0
+    for index, line in enumerate(lines):
+        position = 0
+        while position < len(line):
+            char = line[position]
+            if char == '"':
+                end = position + 1
+                while end < len(line) and line[end] != '"':
+                    end += 2 if line[end] == "\\" else 1
+                key = line[position + 1 : end]
+                rest = line[end + 1 :].lstrip()
+                if depth == 1 and rest.startswith(":"):
+                    starts.append((index, key))
+                position = end + 1
+                continue
+            if char in "{[":
+                depth += 1
+            elif char in "}]":
+                depth -= 1
+            position += 1
+    if not starts:
+        return [_Section(0, len(lines), ())]
+    # The opening brace belongs to the first key's section rather than being a chunk of its own.
+    starts[0] = (0, starts[0][1])
+    return _keyed_sections(lines, starts)

@@ -1,0 +1,108 @@
+"""Which files of a commit are indexed: include/exclude globs, size limit, symlinks, binaries.
+
+Glob semantics are documented in `groundtruth.registry` (wcmatch globmatch with GLOBSTAR,
+BRACE, DOTGLOB: `**` spans directories). Rules, in order:
+
+- submodules are skipped (their content lives in another repository);
+- a path must match an include glob and no exclude glob;
+- a symlink is followed inside the commit's tree (up to 8 hops); one that points outside the
+  repository (absolute, or `..` above the root) or at nothing is skipped; one that resolves to a
+  file is indexed under the link's path with the target's content;
+- files over INGEST_MAX_FILE_BYTES are skipped;
+- binaries are recognised by content when read (`is_binary`): a NUL byte in the first 8 KiB or
+  bytes that are not UTF-8.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from wcmatch import glob as wcglob
+
+from groundtruth.ingest.git_access import TreeEntry
+from groundtruth.registry import GLOB_FLAGS
+
+MAX_SYMLINK_HOPS = 8
+
+
+@dataclass(frozen=True)
+class SelectedFile:
+    path: str
+    blob_sha: str
+    size: int
+
+
+@dataclass
+class Selection:
+    files: list[SelectedFile] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+
+
+def path_matches(path: str, include: Iterable[str], exclude: Iterable[str]) -> bool:
+    include, exclude = list(include), list(exclude)
+    if not include or not wcglob.globmatch(path, include, flags=GLOB_FLAGS):
+        return False
+    return not (exclude and wcglob.globmatch(path, exclude, flags=GLOB_FLAGS))
+
+
+def files_select(
+    entries: list[TreeEntry],
+    *,
+    include: Iterable[str],
+    exclude: Iterable[str],
+    max_bytes: int,
+    read_blob: Callable[[str], bytes],
+) -> Selection:
+    """Applies the selection rules above to the entries of one commit's tree."""
+    include, exclude = list(include), list(exclude)
+    by_path = {entry.path: entry for entry in entries}
+    selection = Selection()
+    for entry in entries:
+        if entry.is_submodule or not path_matches(entry.path, include, exclude):
+            continue
+        target = entry
+        if entry.is_symlink:
+            resolved, problem = _symlink_resolve(entry, by_path, read_blob)
+            if resolved is None:
+                selection.skipped.append((entry.path, problem))
+                continue
+            target = resolved
+        if target.size > max_bytes:
+            selection.skipped.append((entry.path, f"larger than {max_bytes} bytes"))
+            continue
+        selection.files.append(SelectedFile(path=entry.path, blob_sha=target.blob_sha, size=target.size))
+    return selection
+
+
+def _symlink_resolve(
+    link: TreeEntry, by_path: dict[str, TreeEntry], read_blob: Callable[[str], bytes]
+) -> tuple[TreeEntry | None, str]:
+    current = link
+    for _ in range(MAX_SYMLINK_HOPS):
+        target = read_blob(current.blob_sha).decode("utf-8", errors="replace")
+        if target.startswith("/"):
+            return None, "symlink leaves the repository"
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(current.path), target))
+        if joined == ".." or joined.startswith("../"):
+            return None, "symlink leaves the repository"
+        entry = by_path.get(joined)
+        if entry is None:
+            return None, "symlink points at nothing in the commit"
+        if entry.is_submodule:
+            return None, "symlink points at a submodule"
+        if not entry.is_symlink:
+            return entry, ""
+        current = entry
+    return None, "symlink chain too long"
+
+
+def is_binary(data: bytes) -> bool:
+    if b"\0" in data[:8192]:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False

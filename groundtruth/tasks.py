@@ -1,0 +1,95 @@
+"""Celery tasks of the ground-truth ingest. Each takes ids and plain JSON values.
+
+- `ingest_repo(repo_id, ref=None, run_id=None, trigger="task")`: runs one repository's ingest.
+  Idempotent: without run_id it requests a run (getting the active one if there is one, in which
+  case it returns at once); with run_id it claims that run and does nothing if another worker
+  has it or it has finished. Network errors (git fetch, embedding endpoint) are retried up to
+  INGEST_RETRY_MAX times with exponential backoff and jitter; the run goes back to `queued`
+  in between. Any other error fails the run at once.
+- `ingest_all(trigger="schedule")`: re-reads the registry and requests a run of every enabled
+  repository (the beat schedule calls it).
+- `ingest_runs_stale_clear_task()`: fails runs whose worker died (beat, every minute).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+
+from agentplatform.errors import ApplicationError
+from groundtruth.embeddings import EmbeddingUnavailable
+from groundtruth.ingest.git_access import GitNetworkError
+from groundtruth.models import IngestTrigger, Repository
+
+logger = logging.getLogger(__name__)
+
+TRANSIENT_ERRORS = (GitNetworkError, EmbeddingUnavailable)
+
+
+@shared_task(bind=True, name="groundtruth.tasks.ingest_repo", acks_late=True)
+def ingest_repo(
+    self, repo_id: int, ref: str | None = None, run_id: int | None = None, trigger: str = IngestTrigger.TASK
+) -> int | None:
+    """Ingests one repository; returns the id of the run it carried out, or None."""
+    from groundtruth.ingest.pipeline import ingest_run_execute
+    from groundtruth.services import ingest_run_claim, ingest_run_fail, ingest_run_request, ingest_run_requeue
+
+    repository = Repository.objects.filter(pk=repo_id).first()
+    if repository is None:
+        return None
+    if run_id is None:
+        request = ingest_run_request(repository=repository, ref=ref, trigger=trigger)
+        if not request.created:
+            logger.info("Repository %s already has run %s active", repository.name, request.run.pk)
+            return None
+        run_id = request.run.pk
+    run = ingest_run_claim(run_id=run_id, task_id=self.request.id or "")
+    if run is None:
+        return None
+    try:
+        ingest_run_execute(run=run)
+    except TRANSIENT_ERRORS as exc:
+        retries = self.request.retries
+        if retries >= settings.INGEST_RETRY_MAX or not ingest_run_requeue(run=run, error=f"retrying: {exc}"):
+            ingest_run_fail(run=run, error=f"{type(exc).__name__}: {exc} (after {retries} retries)")
+            return run_id
+        countdown = settings.INGEST_RETRY_BACKOFF_SECONDS * 2**retries
+        countdown += random.uniform(0, countdown / 2)  # jitter spreads retries of many repos
+        raise self.retry(
+            args=[repo_id, ref],
+            kwargs={"run_id": run_id, "trigger": trigger},
+            countdown=countdown,
+            max_retries=settings.INGEST_RETRY_MAX,
+        ) from exc
+    except Exception:
+        # The run is already marked failed with its error; the task itself ends quietly
+        # (retrying a terminal error cannot help).
+        logger.exception("Ingest run %s of %s failed", run_id, repository.name)
+    return run_id
+
+
+@shared_task(name="groundtruth.tasks.ingest_all")
+def ingest_all(trigger: str = IngestTrigger.SCHEDULE) -> list[int]:
+    """Requests a run of every enabled repository; returns the ids of the runs it created."""
+    from groundtruth.services import ingest_request
+
+    try:
+        with transaction.atomic():
+            requests = ingest_request(repository_name=None, ref=None, trigger=trigger)
+    except ApplicationError as exc:
+        # An invalid registry (Conflict) or an unreachable one (ServiceUnavailable): the last
+        # good registry and index stay served; the error is on the Registry row for the admin.
+        logger.error("Re-ingest of every repository not started: %s %s", exc.detail, exc.errors or "")
+        return []
+    return [request.run.pk for request in requests if request.created]
+
+
+@shared_task(name="groundtruth.tasks.ingest_runs_stale_clear_task")
+def ingest_runs_stale_clear_task() -> int:
+    from groundtruth.services import ingest_runs_stale_clear
+
+    return ingest_runs_stale_clear()

@@ -1,0 +1,144 @@
+"""Fixtures of the ground-truth ingest tests: real git repositories, a registry repository, a
+local OpenAI-compatible embedding server, and an isolated git cache per test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from groundtruth.embeddings import _backend_for
+from tests.embeddingserver import EmbeddingServer
+from tests.gitrepos import GitWorkTree
+
+
+@pytest.fixture(autouse=True)
+def _isolated_git_cache(settings, tmp_path: Path) -> None:
+    settings.GIT_CACHE_DIR = tmp_path / "git-cache"
+    settings.GIT_HTTP_TOKEN = ""
+
+
+@pytest.fixture
+def embedding_server(settings) -> Iterator[EmbeddingServer]:
+    """EMBEDDING_BACKEND=openai against a local server with deterministic 32-dimension vectors."""
+    with EmbeddingServer(dimension=32, model="test-embed-32") as server:
+        settings.EMBEDDING_BACKEND = "openai"
+        settings.EMBEDDING_URL = server.base_url
+        settings.EMBEDDING_MODEL = server.model
+        settings.EMBEDDING_API_KEY = ""
+        settings.EMBEDDING_DIMENSION = None
+        yield server
+    _backend_for.cache_clear()
+
+
+@pytest.fixture
+def no_embeddings(settings) -> None:
+    settings.EMBEDDING_BACKEND = "none"
+
+
+HANDBOOK_INDEX = """\
+# Handbook
+
+Intro paragraph of the handbook.
+
+## Install
+
+Run `pip install acme`.
+
+```sh
+# not a heading
+acme --version
+```
+
+## Configure
+
+Set `ACME_TOKEN` in the environment.
+"""
+
+HANDBOOK_GUIDE = """\
+Guide
+=====
+
+Overview of the guide.
+
+Deploying
+---------
+
+Deploy with ``acme deploy``.
+"""
+
+HANDBOOK_SETTINGS = """\
+# service settings
+service:
+  port: 8000
+logging:
+  level: info
+"""
+
+
+@pytest.fixture
+def handbook(tmp_path: Path) -> GitWorkTree:
+    """A documentation repository with one commit: Markdown, RST, YAML, a binary and an
+    excluded draft."""
+    tree = GitWorkTree.create(tmp_path / "handbook")
+    tree.write("README.md", "# Acme\n\nThe Acme handbook.\n")
+    tree.write("docs/index.md", HANDBOOK_INDEX)
+    tree.write("docs/guide.rst", HANDBOOK_GUIDE)
+    tree.write("docs/drafts/wip.md", "# Draft\n\nNot ready.\n")
+    tree.write("docs/logo.md", b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    tree.write("config/settings.yml", HANDBOOK_SETTINGS)
+    tree.write("src/app.py", "print('not selected')\n")
+    tree.commit("first")
+    return tree
+
+
+def sources_yaml(*repos: dict[str, object], defaults: str = "", transcripts: str = "") -> str:
+    lines = []
+    if defaults:
+        lines.append(defaults.rstrip("\n"))
+    lines.append("repos:")
+    for repo in repos:
+        first = True
+        for key, value in repo.items():
+            prefix = "  - " if first else "    "
+            first = False
+            rendered = "[" + ", ".join(f'"{item}"' for item in value) + "]" if isinstance(value, list) else value
+            lines.append(f"{prefix}{key}: {rendered}")
+    if transcripts:
+        lines.append(transcripts.rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
+HANDBOOK_GLOBS = {
+    "include": ["README.md", "docs/**/*.md", "docs/**/*.rst", "config/*.yml"],
+    "exclude": ["**/drafts/**"],
+}
+
+
+@pytest.fixture
+def registry_repo(settings, tmp_path: Path) -> Callable[[str], GitWorkTree]:
+    """Returns a function that commits a new sources.yml to the registry repository (created on
+    first use) and points SOURCE_REGISTRY_REPO at it."""
+    tree: GitWorkTree | None = None
+
+    def commit(content: str, message: str = "registry") -> GitWorkTree:
+        nonlocal tree
+        if tree is None:
+            tree = GitWorkTree.create(tmp_path / "registry")
+        tree.write("sources.yml", content)
+        tree.commit(message)
+        settings.SOURCE_REGISTRY_REPO = str(tree.path)
+        settings.SOURCE_REGISTRY_REF = "main"
+        settings.SOURCE_REGISTRY_PATH = "sources.yml"
+        return tree
+
+    return commit
+
+
+@pytest.fixture
+def handbook_registered(handbook: GitWorkTree, registry_repo) -> GitWorkTree:
+    registry_repo(
+        sources_yaml({"name": "acme/handbook", "url": str(handbook.path), "trust": "canonical", **HANDBOOK_GLOBS})
+    )
+    return handbook
