@@ -1,3 +1,15 @@
-from django.urls import path  # noqa: F401
+"""Ground-truth routes, at the root or under GROUNDTRUTH_PREFIX (agentplatform/urls.py).
 
-urlpatterns: list = []
+Explicit paths: the spec's paths are not a router's conventions.
+"""
+
+from django.urls import path
+
+from groundtruth.views import HealthViewSet, IngestViewSet, RepositoryViewSet
+
+urlpatterns = [
+    path("health", HealthViewSet.as_view({"get": "list"}), name="health"),
+    path("repos", RepositoryViewSet.as_view({"get": "list"}), name="repos"),
+    path("ingest/repo", IngestViewSet.as_view({"post": "create"}), name="ingest-repo"),
+    path("ingest/runs/<int:run_id>", IngestViewSet.as_view({"get": "retrieve"}), name="ingest-run"),
+]

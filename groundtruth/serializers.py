@@ -1,0 +1,198 @@
+"""Wire shapes of /health, /repos and /ingest. Repository URLs are credential-free by registry
+validation; no token or key ever appears in these shapes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from groundtruth.models import IngestRun, Repository
+from groundtruth.selectors import repository_state
+
+_REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+class HealthCheckSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "error", "disabled"])
+    detail = serializers.CharField()
+    ms = serializers.IntegerField(help_text="how long the check took")
+
+
+class HealthChecksSerializer(serializers.Serializer):
+    database = HealthCheckSerializer()
+    pgvector = HealthCheckSerializer()
+    redis = HealthCheckSerializer()
+    broker = HealthCheckSerializer()
+    embeddings = HealthCheckSerializer()
+    llm = HealthCheckSerializer()
+
+
+class HealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=["ok", "degraded", "unavailable"],
+        help_text="unavailable (503): database or pgvector down; degraded (200): another check failed",
+    )
+    checks = HealthChecksSerializer()
+
+
+class LatestRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="latest_run_id")
+    status = serializers.CharField(source="latest_run_status")
+    finished_at = serializers.DateTimeField(source="latest_run_finished_at", allow_null=True)
+    error = serializers.CharField(source="latest_run_error")
+
+
+class RepositorySerializer(serializers.ModelSerializer):
+    state = serializers.SerializerMethodField(
+        help_text="new | queued | running | ready | failed (last run failed; previous index served) | disabled"
+    )
+    transcript = serializers.BooleanField(source="is_transcript")
+    latest_run = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Repository
+        fields = [
+            "name",
+            "url",
+            "ref",
+            "owners",
+            "trust",
+            "include",
+            "exclude",
+            "enabled",
+            "transcript",
+            "state",
+            "last_commit",
+            "last_ingested_at",
+            "file_count",
+            "chunk_count",
+            "latest_run",
+        ]
+
+    def get_state(self, repository: Repository) -> str:
+        return repository_state(repository)
+
+    @extend_schema_field(LatestRunSerializer(allow_null=True))
+    def get_latest_run(self, repository: Repository) -> dict[str, Any] | None:
+        if getattr(repository, "latest_run_id", None) is None:
+            return None
+        return LatestRunSerializer(repository).data
+
+
+class RegistrySummarySerializer(serializers.Serializer):
+    location = serializers.CharField()
+    commit = serializers.CharField()
+    loaded_at = serializers.DateTimeField(allow_null=True)
+    last_error = serializers.CharField(help_text="problems of the last invalid load (the last good one is served)")
+    last_error_at = serializers.DateTimeField(allow_null=True)
+
+
+class RepositoryListSerializer(serializers.Serializer):
+    registry = RegistrySummarySerializer(allow_null=True)
+    repositories = RepositorySerializer(many=True)
+
+
+class IngestRequestSerializer(serializers.Serializer):
+    repo = serializers.CharField(
+        required=False, max_length=200, help_text="owner/name from the registry; omitted: every enabled repository"
+    )
+    ref = serializers.CharField(
+        required=False, max_length=200, help_text="branch, tag or commit SHA; omitted: the registry's ref"
+    )
+
+    def validate_repo(self, value: str) -> str:
+        if not _REPO_NAME.match(value):
+            raise serializers.ValidationError("must be owner/name (letters, digits, '.', '_' or '-')")
+        return value
+
+    def validate_ref(self, value: str) -> str:
+        if value.startswith("-") or any(char.isspace() or ord(char) < 32 for char in value) or ".." in value:
+            raise serializers.ValidationError("must be a branch, tag or commit SHA (no spaces, no leading '-')")
+        return value
+
+
+class IngestRunSerializer(serializers.ModelSerializer):
+    repo = serializers.CharField(source="repository.name")
+    files = serializers.SerializerMethodField()
+    chunks = serializers.SerializerMethodField()
+
+    class Meta:
+        model = IngestRun
+        fields = [
+            "id",
+            "repo",
+            "ref",
+            "commit",
+            "status",
+            "trigger",
+            "phase",
+            "files",
+            "chunks",
+            "timings",
+            "error",
+            "attempts",
+            "created_at",
+            "started_at",
+            "heartbeat_at",
+            "finished_at",
+        ]
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {
+                key: {"type": "integer"} for key in ("total", "processed", "added", "updated", "removed", "unchanged")
+            }
+            | {
+                "skipped": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+                    },
+                }
+            },
+        }
+    )
+    def get_files(self, run: IngestRun) -> dict[str, Any]:
+        return {
+            "total": run.files_total,
+            "processed": run.files_processed,
+            "added": run.files_added,
+            "updated": run.files_updated,
+            "removed": run.files_removed,
+            "unchanged": run.files_unchanged,
+            "skipped": [{"path": path, "reason": reason} for path, reason in run.files_skipped],
+        }
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {
+                key: {"type": "integer"} for key in ("added", "updated", "removed", "unchanged", "embedded")
+            },
+        }
+    )
+    def get_chunks(self, run: IngestRun) -> dict[str, int]:
+        return {
+            "added": run.chunks_added,
+            "updated": run.chunks_updated,
+            "removed": run.chunks_removed,
+            "unchanged": run.chunks_unchanged,
+            "embedded": run.chunks_embedded,
+        }
+
+
+class IngestAcceptedRunSerializer(IngestRunSerializer):
+    created = serializers.BooleanField(help_text="false: the repository already had this run queued or running")
+
+    class Meta(IngestRunSerializer.Meta):
+        fields = [*IngestRunSerializer.Meta.fields, "created"]
+
+
+class IngestAcceptedSerializer(serializers.Serializer):
+    run_ids = serializers.ListField(child=serializers.IntegerField())
+    runs = IngestAcceptedRunSerializer(many=True)

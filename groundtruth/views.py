@@ -1,0 +1,164 @@
+"""GET /health, GET /repos, POST /ingest/repo, GET /ingest/runs/<id>.
+
+/health is public (load balancers call it) and not rate limited; the others need a service key
+(`read`, or `ingest` for POST /ingest/repo and for reading runs) or a signed-in staff session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.errors import problem_responses
+from agentplatform.ratelimits import RateLimitedViewMixin
+from agents.authentication import BearerCredentialAuthentication
+from agents.permissions import HasServiceIngestScope, HasServiceReadScope
+from groundtruth import selectors, services
+from groundtruth.models import IngestTrigger
+from groundtruth.serializers import (
+    HealthSerializer,
+    IngestAcceptedSerializer,
+    IngestRequestSerializer,
+    IngestRunSerializer,
+    RegistrySummarySerializer,
+    RepositoryListSerializer,
+)
+
+AUTH = [{"bearerAuth": []}, {"cookieAuth": []}]
+
+
+class HealthViewSet(viewsets.ViewSet):
+    """Liveness and dependencies of the ground-truth service."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        operation_id="health",
+        summary="Health of the service and its dependencies",
+        description=(
+            "Checks the database, pgvector, Redis, the Celery broker, the embedding backend and the "
+            "language-model endpoint. 200 with status `ok` or `degraded` (a non-critical check failed: "
+            "search still answers); 503 with status `unavailable` when the database or pgvector fails. "
+            "Each check is `ok`, `error` or `disabled` (not configured). Public; no credentials."
+        ),
+        responses={
+            200: HealthSerializer,
+            503: OpenApiResponse(HealthSerializer, description="The database or pgvector is unavailable."),
+        },
+        auth=[],
+    )
+    def list(self, request: Request) -> Response:
+        report, serving = selectors.health_report()
+        return Response(report, status=status.HTTP_200_OK if serving else status.HTTP_503_SERVICE_UNAVAILABLE)
+
+
+class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
+    """The repositories of the source registry, with their ingest state."""
+
+    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    permission_classes = [HasServiceReadScope]
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="repos_list",
+        summary="The configured repositories",
+        description=(
+            "Every repository the source registry lists (or listed: those removed are `enabled: false`, "
+            "state `disabled`), ordered by name, with owners, globs, trust tier, the indexed commit, "
+            "counts and the latest ingest run. `registry` describes the last good load of sources.yml "
+            "and the problem of the last invalid one, if any. Never contains credentials."
+        ),
+        responses={200: RepositoryListSerializer},
+        auth=AUTH,
+    )
+    def list(self, request: Request) -> Response:
+        registry = selectors.registry_current()
+        return Response(
+            {
+                "registry": RegistrySummarySerializer(registry).data if registry else None,
+                "repositories": RepositoryListSerializer()
+                .fields["repositories"]
+                .to_representation(selectors.repository_list()),
+            }
+        )
+
+
+class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
+    """Start ingest runs and follow them."""
+
+    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    pagination_class = None
+
+    def get_permissions(self) -> list[Any]:
+        if self.action == "create":
+            return [HasServiceIngestScope()]
+        return [(HasServiceReadScope | HasServiceIngestScope)()]
+
+    def get_serializer_class(self) -> type:
+        return IngestRequestSerializer if self.action == "create" else IngestRunSerializer
+
+    @extend_schema(
+        operation_id="ingest_repo",
+        summary="Ingest one repository, or every enabled one",
+        description=(
+            "Re-reads the source registry, then queues an ingest run of `repo` at `ref` (omitted `repo`: "
+            "every enabled repository; omitted `ref`: the registry's ref). A repository that already has a "
+            "run queued or running gets that run back (`created: false`) instead of a second one. Returns "
+            "202 with the run ids; follow them at GET /ingest/runs/{id}. Needs a service key with scope "
+            "`ingest`."
+        ),
+        request=IngestRequestSerializer,
+        responses={
+            202: IngestAcceptedSerializer,
+            **problem_responses(
+                {
+                    404: "The repository is not listed in the source registry.",
+                    409: "The source registry is invalid (`errors` name file, line and key) or the repository "
+                    "is disabled.",
+                    503: "The registry repository cannot be reached.",
+                }
+            ),
+        },
+        auth=AUTH,
+    )
+    def create(self, request: Request) -> Response:
+        payload = IngestRequestSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        trigger = IngestTrigger.ADMIN if getattr(request.user, "is_staff", False) else IngestTrigger.API
+        with transaction.atomic():
+            requests = services.ingest_request(
+                repository_name=payload.validated_data.get("repo"),
+                ref=payload.validated_data.get("ref"),
+                trigger=trigger,
+            )
+        runs = []
+        for item in requests:
+            item.run.created = item.created
+            runs.append(item.run)
+        body = IngestAcceptedSerializer({"run_ids": [run.pk for run in runs], "runs": runs}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        operation_id="ingest_run",
+        summary="One ingest run: status, counts, timings, error",
+        description=(
+            "Status is queued, running, succeeded or failed. While running, `phase`, `files.processed` and "
+            "`chunks.embedded` advance and `heartbeat_at` is refreshed; a run whose worker stopped sending "
+            "heartbeats is marked failed (the previous index stays served). Needs a service key with scope "
+            "`read` or `ingest`."
+        ),
+        responses={200: IngestRunSerializer, **problem_responses({404: "No ingest run with this id."})},
+        auth=AUTH,
+    )
+    def retrieve(self, request: Request, run_id: int) -> Response:
+        services.ingest_runs_stale_clear()
+        run = selectors.ingest_run_get(run_id=run_id)
+        return Response(IngestRunSerializer(run).data)
