@@ -14,6 +14,7 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.db.models import Q
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -26,6 +27,8 @@ WALLET_SESSION_PREFIX = "ws"
 _KIND_BY_PREFIX = {prefix: kind for kind, prefix in KEY_PREFIXES.items()}
 # last_used_at is written at most this often per key, to keep writes off the hot path.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+# Stands in for a stored hash when no row has the token's lookup; no token hashes to it.
+_NO_MATCH_HASH = "0" * 64
 
 
 @dataclass(frozen=True)
@@ -79,11 +82,17 @@ class BearerCredentialAuthentication(BaseAuthentication):
 
     def _api_key(self, token: str, lookup: str, kind: str) -> tuple[Principal, ApiKey]:
         key = ApiKey.objects.filter(lookup=lookup, kind=kind).first()
-        if key is None or not hmac.compare_digest(key.hashed_key, hash_token(token)) or key.revoked_at:
+        # Compared even when no row matched, so the answer takes as long either way.
+        stored = key.hashed_key if key is not None else _NO_MATCH_HASH
+        if not hmac.compare_digest(stored, hash_token(token)) or key is None or key.revoked_at:
             raise AuthenticationFailed("Invalid or revoked credentials.")
         now = timezone.now()
         if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+            # Conditional, so that concurrent requests with one key write it once.
+            ApiKey.objects.filter(pk=key.pk).filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_RESOLUTION)
+            ).update(last_used_at=now)
+            key.last_used_at = now
         principal = Principal(
             kind=key.kind,
             credential_id=f"key:{key.pk}",
@@ -95,9 +104,10 @@ class BearerCredentialAuthentication(BaseAuthentication):
 
     def _wallet_session(self, token: str, lookup: str) -> tuple[Principal, WalletSession]:
         session = WalletSession.objects.filter(lookup=lookup).first()
+        stored = session.hashed_token if session is not None else _NO_MATCH_HASH
         if (
-            session is None
-            or not hmac.compare_digest(session.hashed_token, hash_token(token))
+            not hmac.compare_digest(stored, hash_token(token))
+            or session is None
             or session.revoked_at
             or session.expires_at <= timezone.now()
         ):

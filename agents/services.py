@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from django.utils import timezone
+from eth_utils import is_address
 
-from agentplatform.errors import Conflict, InvalidInput
+from agentplatform.errors import Conflict, InvalidInput, NotFound
 from agents.authentication import new_token
 from agents.models import (
     ALLOWED_STATUS_TRANSITIONS,
@@ -14,6 +15,37 @@ from agents.models import (
     ApiKeyScope,
 )
 
+KIND_BY_PREFIX = {prefix: kind for kind, prefix in KEY_PREFIXES.items()}
+
+
+def api_key_validate(
+    *, kind: str, name: str, agent: Agent | None, wallet_address: str, scopes: list[str] | None
+) -> list[str]:
+    """Checks a key's kind against its binding; returns the scopes sorted and deduplicated.
+
+    Raises InvalidInput naming the field at fault. Shared by `api_key_create` and the admin form.
+    """
+    if kind not in ApiKeyKind.values:
+        raise InvalidInput.for_field("kind", f"must be one of {', '.join(ApiKeyKind.values)}")
+    if not name.strip():
+        raise InvalidInput.for_field("name", "must not be blank")
+    if (kind == ApiKeyKind.AGENT) != (agent is not None):
+        raise InvalidInput.for_field("agent", "an agent key needs an agent, and only an agent key has one")
+    if (kind == ApiKeyKind.USER) != bool(wallet_address):
+        raise InvalidInput.for_field("wallet_address", "a user key needs a wallet address, and only a user key has one")
+    if wallet_address and not is_address(wallet_address):
+        raise InvalidInput.for_field(
+            "wallet_address", "must be a 0x-prefixed 40-digit hex address (lower-case or EIP-55 checksum)"
+        )
+    normalized = sorted(set(scopes or []))
+    if unknown := set(normalized) - set(ApiKeyScope.values):
+        raise InvalidInput.for_field("scopes", f"unknown scopes {sorted(unknown)}; allowed: read, ingest")
+    if normalized and kind != ApiKeyKind.SERVICE:
+        raise InvalidInput.for_field("scopes", "only service keys have scopes")
+    if kind == ApiKeyKind.SERVICE and not normalized:
+        raise InvalidInput.for_field("scopes", "a service key needs at least one scope: read, ingest")
+    return normalized
+
 
 def api_key_create(
     *,
@@ -24,21 +56,11 @@ def api_key_create(
     scopes: list[str] | None = None,
 ) -> tuple[ApiKey, str]:
     """Creates a key and returns it with its secret, the only time the secret exists in clear."""
-    if kind not in ApiKeyKind.values:
-        raise InvalidInput.for_field("kind", f"must be one of {', '.join(ApiKeyKind.values)}")
-    if (kind == ApiKeyKind.AGENT) != (agent is not None):
-        raise InvalidInput.for_field("agent", "an agent key needs an agent, and only an agent key has one")
-    if (kind == ApiKeyKind.USER) != bool(wallet_address):
-        raise InvalidInput.for_field("wallet_address", "a user key needs a wallet address, and only a user key has one")
-    scopes = sorted(set(scopes or []))
-    if unknown := set(scopes) - set(ApiKeyScope.values):
-        raise InvalidInput.for_field("scopes", f"unknown scopes {sorted(unknown)}; allowed: read, ingest")
-    if scopes and kind != ApiKeyKind.SERVICE:
-        raise InvalidInput.for_field("scopes", "only service keys have scopes")
+    scopes = api_key_validate(kind=kind, name=name, agent=agent, wallet_address=wallet_address, scopes=scopes)
     token, lookup, hashed = new_token(KEY_PREFIXES[kind])
     key = ApiKey.objects.create(
         kind=kind,
-        name=name,
+        name=name.strip(),
         agent=agent,
         wallet_address=wallet_address.lower(),
         scopes=scopes,
@@ -51,6 +73,22 @@ def api_key_create(
 def api_key_revoke(*, key: ApiKey) -> bool:
     """Revokes the key; returns False if it was already revoked."""
     return bool(ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+
+
+def api_key_revoke_by_prefix(*, prefix: str) -> tuple[ApiKey, bool]:
+    """Revokes the key named by its display prefix (`ak_1a2b3c4d5e6f`), its bare lookup, or the
+    whole key; returns the key and whether this call revoked it. Raises NotFound."""
+    parts = prefix.strip().split("_")
+    if len(parts) >= 2 and parts[0] in KIND_BY_PREFIX:
+        keys = ApiKey.objects.filter(kind=KIND_BY_PREFIX[parts[0]], lookup=parts[1])
+    else:
+        keys = ApiKey.objects.filter(lookup=parts[0])
+    key = keys.first()
+    if key is None:
+        raise NotFound(f"No API key with prefix or lookup {prefix.strip()[:20]!r}.")
+    revoked = api_key_revoke(key=key)
+    key.refresh_from_db(fields=["revoked_at"])
+    return key, revoked
 
 
 def agent_status_change(*, agent: Agent, new_status: str) -> Agent:

@@ -1,0 +1,201 @@
+"""Back office for credentials: API keys (created here, the secret shown once) and wallet sessions.
+
+Registered by an import in agents/admin.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
+
+from agentplatform.errors import InvalidInput
+from agents.authentication import WALLET_SESSION_PREFIX
+from agents.models import ApiKey, ApiKeyKind, ApiKeyScope, WalletSession
+from agents.services import api_key_create, api_key_revoke, api_key_validate
+from agents.wallet_auth import wallet_session_revoke
+
+
+class ApiKeyCreationForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=ApiKeyScope.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Service keys only: read (search, ask, assets) and/or ingest.",
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ["kind", "name", "agent", "wallet_address", "scopes"]
+        help_texts = {
+            "agent": "Agent keys only: the agent the key posts as.",
+            "wallet_address": "User keys only: the 0x address whose balance the key may read.",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            data["scopes"] = api_key_validate(
+                kind=data.get("kind", ""),
+                name=data.get("name", ""),
+                agent=data.get("agent"),
+                wallet_address=data.get("wallet_address", ""),
+                scopes=data.get("scopes"),
+            )
+        except InvalidInput as exc:
+            for error in exc.errors or [{"field": "", "message": exc.detail}]:
+                self.add_error(error["field"] if error["field"] in self.fields else None, error["message"])
+        return data
+
+    def _post_clean(self) -> None:
+        # The row is written by api_key_create (which draws the secret), not by this form; the
+        # model's own checks would only repeat api_key_validate with less helpful messages.
+        pass
+
+
+class RevokedFilter(admin.SimpleListFilter):
+    title = "revoked"
+    parameter_name = "revoked"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("yes", "Revoked"), ("no", "Active")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(revoked_at__isnull=True)
+        return queryset
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "kind", "binding", "scope_list", "created_at", "last_used_at", "revoked"]
+    list_filter = ["kind", RevokedFilter]
+    search_fields = ["name", "lookup", "wallet_address", "agent__instance_id", "agent__name"]
+    list_select_related = ["agent"]
+    actions = ["revoke_keys"]
+    readonly_after_creation = ["kind", "agent", "wallet_address", "scopes"]
+
+    @admin.display(description="prefix", ordering="lookup")
+    def prefix(self, key: ApiKey) -> str:
+        return f"{key.display_prefix}…"
+
+    @admin.display(description="bound to")
+    def binding(self, key: ApiKey) -> str:
+        if key.kind == ApiKeyKind.AGENT:
+            return f"agent {key.agent.instance_id}" if key.agent else "—"
+        if key.kind == ApiKeyKind.USER:
+            return f"wallet {key.wallet_address}"
+        return "service"
+
+    @admin.display(description="scopes")
+    def scope_list(self, key: ApiKey) -> str:
+        return ", ".join(key.scopes or []) or "—"
+
+    @admin.display(description="revoked", boolean=True, ordering="revoked_at")
+    def revoked(self, key: ApiKey) -> bool:
+        return key.revoked_at is not None
+
+    def get_form(self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any):
+        if obj is None:
+            kwargs["form"] = ApiKeyCreationForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        if obj is None:
+            return ["kind", "name", "agent", "wallet_address", "scopes"]
+        return ["prefix", "name", *self.readonly_after_creation, "created_at", "last_used_at", "revoked_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        if obj is None:
+            return []
+        return ["prefix", *self.readonly_after_creation, "created_at", "last_used_at", "revoked_at"]
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: ModelForm, change: bool) -> None:
+        if change:
+            obj.save(update_fields=["name"])
+            return
+        data = form.cleaned_data
+        key, secret = api_key_create(
+            kind=data["kind"],
+            name=data["name"],
+            agent=data.get("agent"),
+            wallet_address=data.get("wallet_address", ""),
+            scopes=data.get("scopes"),
+        )
+        # The admin goes on with `obj` (change log, redirects): make it the row just written.
+        obj.pk = key.pk
+        obj.refresh_from_db()
+        obj._state.adding = False
+        # Kept on this request only, for response_add; never written anywhere.
+        request._api_key_secret = secret  # type: ignore[attr-defined]
+
+    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
+        secret = getattr(request, "_api_key_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        # Rendered now rather than after a redirect: the message is read while this page renders,
+        # so the messages framework never stores it (in a cookie or the session).
+        messages.success(
+            request,
+            format_html(
+                "API key “{}” created. Its secret is shown only now and is not stored; copy it: <code>{}</code>",
+                obj.name,
+                secret,
+            ),
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "API key created",
+            "opts": self.opts,
+            "key": obj,
+            "binding": self.binding(obj),
+        }
+        return TemplateResponse(request, "admin/agents/apikey/created.html", context)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        # Keys are revoked, not deleted, so their last use stays on record.
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.action(description="Revoke selected API keys")
+    def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        revoked = sum(api_key_revoke(key=key) for key in queryset)
+        already = queryset.count() - revoked
+        self.message_user(request, f"Revoked {revoked} API key(s); {already} already revoked.", messages.SUCCESS)
+
+
+@admin.register(WalletSession)
+class WalletSessionAdmin(admin.ModelAdmin):
+    list_display = ["address", "prefix", "created_at", "expires_at", "revoked"]
+    list_filter = [RevokedFilter]
+    search_fields = ["address", "lookup"]
+    fields = ["address", "prefix", "created_at", "expires_at", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke_sessions"]
+
+    @admin.display(description="prefix", ordering="lookup")
+    def prefix(self, session: WalletSession) -> str:
+        return f"{WALLET_SESSION_PREFIX}_{session.lookup}…"
+
+    @admin.display(description="revoked", boolean=True, ordering="revoked_at")
+    def revoked(self, session: WalletSession) -> bool:
+        return session.revoked_at is not None
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # sessions come from Sign-In with Ethereum only
+
+    @admin.action(description="Revoke selected wallet sessions")
+    def revoke_sessions(self, request: HttpRequest, queryset: QuerySet[WalletSession]) -> None:
+        revoked = sum(wallet_session_revoke(session=session) for session in queryset)
+        self.message_user(request, f"Revoked {revoked} wallet session(s).", messages.SUCCESS)
