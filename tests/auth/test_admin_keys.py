@@ -1,0 +1,147 @@
+"""The API key back office: create (secret shown once, never stored), list, revoke."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+from django.contrib.sessions.models import Session
+from django.urls import reverse
+
+from agents.models import ApiKey, ApiKeyKind, WalletSession
+from agents.services import api_key_create
+from tests.agents.factories import AgentFactory, bearer, wallet_session_for
+from tests.auth.signing import WALLET
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.auth.urls_probe")]
+
+SECRET = re.compile(r"(?:ak|uk|sk)_[0-9a-f]{12}_[A-Za-z0-9_-]{43}")
+ADD_URL = "/admin/agents/apikey/add/"
+LIST_URL = "/admin/agents/apikey/"
+
+
+def create_through_admin(admin_client, **fields):
+    data = {"kind": "service", "name": "indexer", "agent": "", "wallet_address": "", **fields}
+    return admin_client.post(ADD_URL, data)
+
+
+def test_created_key_secret_is_shown_once_as_an_admin_message_and_only_its_hash_is_stored(admin_client):
+    response = create_through_admin(admin_client, scopes=["read", "ingest"])
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    secrets_on_page = set(SECRET.findall(page))
+    assert len(secrets_on_page) == 1
+    secret = secrets_on_page.pop()
+    assert 'class="success"' in page and "is shown only now and is not stored" in page
+    key = ApiKey.objects.get()
+    assert (key.kind, key.name, key.scopes, key.agent_id, key.wallet_address) == (
+        "service",
+        "indexer",
+        ["ingest", "read"],
+        None,
+        "",
+    )
+    assert key.hashed_key == hashlib.sha256(secret.encode()).hexdigest()
+    assert secret not in str(ApiKey.objects.values().get())
+    # Not kept for a later page either: no message cookie, nothing in the session store.
+    assert secret not in str(response.cookies)
+    assert all(secret not in s.get_decoded().__repr__() for s in Session.objects.all())
+    later = admin_client.get(reverse("admin:agents_apikey_change", args=[key.pk])).content.decode()
+    assert secret not in later and f"sk_{key.lookup}" in later
+    assert secret not in admin_client.get(LIST_URL).content.decode()
+
+
+def test_key_created_in_the_admin_authenticates(admin_client, api_client):
+    agent = AgentFactory(instance_id="poster")
+    page = create_through_admin(admin_client, kind="agent", agent=str(agent.pk), name="poster key").content.decode()
+    secret = SECRET.search(page)[0]
+
+    who = api_client.get("/api/probe/whoami", **bearer(secret)).json()
+
+    assert (who["kind"], who["agent_id"]) == ("agent", agent.pk)
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"kind": "agent"}, "an agent key needs an agent, and only an agent key has one"),
+        ({"kind": "user"}, "a user key needs a wallet address, and only a user key has one"),
+        ({"kind": "user", "wallet_address": "0xabc"}, "must be a 0x-prefixed 40-digit hex address"),
+        ({"kind": "service"}, "a service key needs at least one scope: read, ingest"),
+        ({"kind": "user", "wallet_address": "0x" + "a" * 40, "scopes": ["read"]}, "only service keys have scopes"),
+    ],
+)
+def test_invalid_key_form_shows_the_error_and_creates_nothing(admin_client, fields, error):
+    response = create_through_admin(admin_client, **fields)
+
+    assert response.status_code == 200
+    assert error in response.content.decode()
+    assert not SECRET.search(response.content.decode())
+    assert ApiKey.objects.count() == 0
+
+
+def test_key_list_shows_prefix_kind_binding_scopes_and_state(admin_client):
+    agent = AgentFactory(instance_id="lister")
+    agent_key, _ = api_key_create(kind=ApiKeyKind.AGENT, name="agent one", agent=agent)
+    user_key, _ = api_key_create(kind=ApiKeyKind.USER, name="user one", wallet_address=WALLET.address)
+    service_key, _ = api_key_create(kind=ApiKeyKind.SERVICE, name="svc one", scopes=["read"])
+
+    page = admin_client.get(LIST_URL).content.decode()
+
+    for expected in (
+        f"ak_{agent_key.lookup}…",
+        f"uk_{user_key.lookup}…",
+        f"sk_{service_key.lookup}…",
+        "agent lister",
+        f"wallet {WALLET.address.lower()}",
+        "Last used at",
+        "Revoked",
+    ):
+        assert expected in page
+    assert "delete_selected" not in page
+    assert 'value="revoke_keys"' in page
+
+
+def test_revoke_action_revokes_selected_keys_and_they_stop_working(admin_client, api_client):
+    keep, keep_secret = api_key_create(kind=ApiKeyKind.SERVICE, name="keep", scopes=["read"])
+    drop, drop_secret = api_key_create(kind=ApiKeyKind.SERVICE, name="drop", scopes=["read"])
+
+    response = admin_client.post(LIST_URL, {"action": "revoke_keys", "_selected_action": [str(drop.pk)]}, follow=True)
+
+    assert "Revoked 1 API key(s); 0 already revoked." in response.content.decode()
+    assert ApiKey.objects.get(pk=drop.pk).revoked_at is not None
+    assert ApiKey.objects.get(pk=keep.pk).revoked_at is None
+    assert api_client.get("/api/probe/whoami", **bearer(drop_secret)).status_code == 401
+    assert api_client.get("/api/probe/whoami", **bearer(keep_secret)).status_code == 200
+
+
+def test_change_page_lets_only_the_name_change(admin_client):
+    key, _ = api_key_create(kind=ApiKeyKind.SERVICE, name="old name", scopes=["read"])
+    before = ApiKey.objects.values().get(pk=key.pk)
+
+    admin_client.post(
+        reverse("admin:agents_apikey_change", args=[key.pk]),
+        {"name": "new name", "kind": "agent", "scopes": ["ingest"], "wallet_address": "0x" + "b" * 40},
+    )
+
+    after = ApiKey.objects.values().get(pk=key.pk)
+    assert after == {**before, "name": "new name"}
+
+
+def test_wallet_sessions_are_listed_and_revocable_but_not_creatable(admin_client, api_client):
+    token = wallet_session_for(WALLET.address)
+    session = WalletSession.objects.get()
+
+    listing = admin_client.get("/admin/agents/walletsession/").content.decode()
+    add = admin_client.get("/admin/agents/walletsession/add/")
+    admin_client.post(
+        "/admin/agents/walletsession/", {"action": "revoke_sessions", "_selected_action": [str(session.pk)]}
+    )
+
+    assert WALLET.address.lower() in listing and f"ws_{session.lookup}…" in listing
+    assert token not in listing
+    assert add.status_code == 403
+    assert WalletSession.objects.get().revoked_at is not None
+    assert api_client.get("/api/probe/whoami", **bearer(token)).status_code == 401
