@@ -18,7 +18,6 @@ from groundtruth.ingest.git_access import (
     MODE_EXECUTABLE,
     MODE_FILE,
     GitError,
-    GitNetworkError,
     GitRepository,
     TreeEntry,
     registry_file_read,
@@ -111,8 +110,9 @@ def asset_registry_sync() -> SyncReport:
     A listed path that does not exist at its ref (or is a symlink, a directory or a submodule)
     is stored as missing with the reason, reported, and never served. An unreadable or invalid
     file changes no asset and keeps the last good registry; its errors are in the report and in
-    the registry row the admin shows. When a brand repo cannot be fetched for a network reason,
-    its assets keep their last good resolution (a warning says so) rather than going dark.
+    the registry row the admin shows. When a brand repo cannot be fetched (network down, token
+    refused), its assets keep their last good resolution, still readable from the local git cache,
+    with a warning in the report rather than going dark; assets never resolved before are missing.
     """
     location = registry_location()
     registry_row, _created = AssetRegistry.objects.get_or_create(location=location)
@@ -234,7 +234,7 @@ def _asset_row(
             row.path,
             row.ref,
         )
-        if isinstance(state.fetch_error, GitNetworkError) and same_file and not earlier.missing:
+        if same_file and not earlier.missing:
             row.commit, row.blob_sha, row.size = earlier.commit, earlier.blob_sha, earlier.size
             report.warnings.append(
                 f"{entry.label}: {entry.repo} could not be fetched ({state.fetch_error}); "
