@@ -30,6 +30,15 @@ class BlankAsNullCharField(serializers.CharField):
         return value or None
 
 
+class QueryIntegerField(serializers.IntegerField):
+    """A query-string integer written as plain digits; DRF alone would also take "12.0" or " 12"."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not (isinstance(data, str) and data.isascii() and data.isdigit()):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 # --- Agents --------------------------------------------------------------------------------
 
 

@@ -44,7 +44,9 @@ class AgentViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         tags=["agents"],
     )
     def list(self, request: Request) -> Response:
-        query = AgentListQuerySerializer(data=request.query_params)
+        # A plain dict: an empty `?x=` is then refused like any malformed value; DRF would read a
+        # QueryDict with form semantics and take it as absent.
+        query = AgentListQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         agents = agent_list(status=query.validated_data.get("status"))
         return Response(AgentSummarySerializer(agents, many=True).data)

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from agentplatform.errors import InvalidInput
+from agents.serializers import QueryIntegerField
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, ChatMessage, MessageType
 from chat.services import IDEMPOTENCY_KEY_MAX_LENGTH, MESSAGE_RULE
 
@@ -24,14 +25,14 @@ def _same_message(rule: str, *keys: str) -> dict[str, str]:
 
 
 class ChatFeedQuerySerializer(serializers.Serializer):
-    limit = serializers.IntegerField(
+    limit = QueryIntegerField(
         required=False,
         default=FEED_LIMIT_DEFAULT,
         min_value=1,
         max_value=FEED_LIMIT_MAX,
         error_messages=_same_message(FEED_LIMIT_RULE, "invalid", "min_value", "max_value", "max_string_length"),
     )
-    before = serializers.IntegerField(
+    before = QueryIntegerField(
         required=False,
         min_value=1,
         max_value=BIGINT_MAX,  # beyond a bigint the database would refuse the comparison

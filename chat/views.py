@@ -70,7 +70,9 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         tags=["chat"],
     )
     def list(self, request: Request) -> Response:
-        query = ChatFeedQuerySerializer(data=request.query_params)
+        # A plain dict: an empty `?x=` is then refused like any malformed value; DRF would read a
+        # QueryDict with form semantics and take it as absent.
+        query = ChatFeedQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         limit = query.validated_data["limit"]
         messages = list(chat_feed(limit=limit, before=query.validated_data.get("before")))

@@ -9,7 +9,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agents.serializers import MoneyField
+from agents.serializers import MoneyField, QueryIntegerField
 from coin.addresses import ADDRESS_RULE, wallet_address_normalize
 
 PERIOD_UNITS: dict[str, timedelta] = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
@@ -46,7 +46,7 @@ class PeriodField(serializers.CharField):
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("error_messages", {"blank": PERIOD_RULE, "invalid": PERIOD_RULE})
-        super().__init__(**kwargs)
+        super().__init__(trim_whitespace=False, **kwargs)
 
     def to_internal_value(self, data: Any) -> timedelta:
         match = _PERIOD_PATTERN.fullmatch(super().to_internal_value(data))
@@ -69,7 +69,7 @@ class BalanceSerializer(serializers.Serializer):
 class HistoryQuerySerializer(serializers.Serializer):
     # The default is the parsed value: DRF does not run defaults through to_internal_value.
     period = PeriodField(required=False, default=DEFAULT_PERIOD)
-    limit = serializers.IntegerField(
+    limit = QueryIntegerField(
         required=False,
         default=HISTORY_LIMIT_DEFAULT,
         min_value=1,

@@ -59,7 +59,9 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     )
     @action(detail=False, methods=["get"], permission_classes=[IsWalletCredential])
     def balance(self, request: Request) -> Response:
-        query = BalanceQuerySerializer(data=request.query_params)
+        # A plain dict: an empty `?x=` is then refused like any malformed value; DRF would read a
+        # QueryDict with form semantics and take it as absent.
+        query = BalanceQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         address = query.validated_data["user_id"]
         wallet_read_ensure_allowed(principal=request.user, address=address)
@@ -99,7 +101,7 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     )
     @action(detail=False, methods=["get"])
     def history(self, request: Request) -> Response:
-        query = HistoryQuerySerializer(data=request.query_params)
+        query = HistoryQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         history = price_history_get(period=query.validated_data["period"], limit=query.validated_data["limit"])
         return Response(PriceHistorySerializer(history).data)
