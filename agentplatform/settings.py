@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import secrets
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -115,6 +116,11 @@ TEMPLATES = [
 # started on first use, its data kept under var/pgdata.
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db("DATABASE_URL")}
+    # libpq's URI form names a Unix-socket directory percent-encoded in the host part
+    # (postgres://user@%2Fvar%2Frun%2Fpostgresql/db); django-environ leaves it encoded (and lower-cased).
+    _db_host = urlsplit(env.str("DATABASE_URL")).netloc.rpartition("@")[2]
+    if _db_host[:3].lower() == "%2f":
+        DATABASES["default"]["HOST"] = unquote(_db_host)
 else:
     from agentplatform.embedded_postgres import embedded_database_settings
 
