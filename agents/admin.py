@@ -1,0 +1,190 @@
+"""Back office for agents: list, search, filter (status, balance, runway), status changes through
+the allowed transitions only, and a link to each agent's chat."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from agentplatform.errors import ApplicationError
+from agents import admin_keys  # noqa: F401  (API key and wallet session admin, registered on import)
+from agents.models import ALLOWED_STATUS_TRANSITIONS, Agent, AgentStatus
+from agents.selectors import agent_with_runway_queryset
+from agents.services import agent_status_change
+from coin.addresses import wallet_address_normalize
+
+# Money moves through the platform, not through this form: once an agent exists its figures
+# are shown, not edited (a form save would overwrite concurrent updates).
+FINANCIAL_FIELDS = ["balance", "total_revenue", "total_costs", "burn_rate_hourly"]
+
+
+def _allowed_text(status: str) -> str:
+    return ", ".join(sorted(ALLOWED_STATUS_TRANSITIONS[status])) or "none (final state)"
+
+
+class BalanceRangeFilter(admin.SimpleListFilter):
+    title = "balance"
+    parameter_name = "balance_range"
+    RANGES: dict[str, tuple[str, Decimal | None, Decimal | None]] = {
+        "empty": ("0 or less", None, Decimal("0")),
+        "low": ("above 0 to 100", Decimal("0"), Decimal("100")),
+        "mid": ("above 100 to 10,000", Decimal("100"), Decimal("10000")),
+        "high": ("above 10,000", Decimal("10000"), None),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(key, label) for key, (label, _, _) in self.RANGES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> QuerySet[Agent]:
+        if self.value() not in self.RANGES:
+            return queryset
+        _, above, up_to = self.RANGES[self.value()]
+        if above is not None:
+            queryset = queryset.filter(balance__gt=above)
+        if up_to is not None:
+            queryset = queryset.filter(balance__lte=up_to)
+        return queryset
+
+
+class RunwayFilter(admin.SimpleListFilter):
+    """On the `runway` annotation (balance / burn rate, NULL without burn) of agent_with_runway_queryset."""
+
+    title = "runway"
+    parameter_name = "runway"
+    RANGES: dict[str, tuple[str, Q]] = {
+        "day": ("under 24 hours", Q(runway__lt=24)),
+        "week": ("1 to 7 days", Q(runway__gte=24, runway__lt=24 * 7)),
+        "month": ("7 to 30 days", Q(runway__gte=24 * 7, runway__lt=24 * 30)),
+        "long": ("30 days or more", Q(runway__gte=24 * 30)),
+        "none": ("no burn (unlimited)", Q(runway__isnull=True)),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(key, label) for key, (label, _) in self.RANGES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> QuerySet[Agent]:
+        if self.value() not in self.RANGES:
+            return queryset
+        return queryset.filter(self.RANGES[self.value()][1])
+
+
+class AgentAdminForm(forms.ModelForm):
+    """The status field offers the current status and its allowed transitions only; a new agent starts
+    as pending. Any other value (a crafted or stale form) is refused with the allowed ones named."""
+
+    class Meta:
+        model = Agent
+        fields = [
+            "instance_id",
+            "name",
+            "status",
+            "balance",
+            "total_revenue",
+            "total_costs",
+            "burn_rate_hourly",
+            "description",
+            "avatar_url",
+            "model",
+            "owner_address",
+            "tags",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        status_field = self.fields["status"]
+        current = self.instance.status if self.instance.pk else None
+        allowed = [current, *sorted(ALLOWED_STATUS_TRANSITIONS[current])] if current else [AgentStatus.PENDING]
+        status_field.choices = [(value, AgentStatus(value).label) for value in allowed]
+        if current:
+            status_field.help_text = f"From {current} an agent may go to: {_allowed_text(current)}."
+            status_field.error_messages["invalid_choice"] = (
+                f"An agent cannot go from {current} to %(value)s; allowed from {current}: {_allowed_text(current)}."
+            )
+        else:
+            status_field.help_text = "New agents start as pending."
+            status_field.error_messages["invalid_choice"] = "New agents start as pending."
+
+    def clean_owner_address(self) -> str:
+        address = self.cleaned_data["owner_address"]
+        if not address:
+            return ""
+        try:
+            return wallet_address_normalize(address)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
+def _status_action(target: str) -> Callable[..., None]:
+    def change_status(modeladmin: AgentAdmin, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        changed, refused = 0, []
+        for agent in queryset.order_by("pk"):
+            if agent.status == target:
+                continue
+            try:
+                agent_status_change(agent=agent, new_status=target)
+                changed += 1
+            except ApplicationError as exc:
+                refused.append(f"{agent.instance_id}: {exc.detail}")
+        if changed:
+            modeladmin.message_user(request, f"{changed} agent(s) changed to {target}.", messages.SUCCESS)
+        if refused:
+            modeladmin.message_user(request, "Refused: " + " ".join(refused), messages.ERROR)
+
+    change_status.__name__ = f"change_status_to_{target}"
+    return admin.action(description=f"Change status to {target}", permissions=["change"])(change_status)
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    form = AgentAdminForm
+    list_display = ["name", "instance_id", "status", "balance", "burn_rate_hourly", "runway_hours_display", "chat"]
+    list_filter = ["status", BalanceRangeFilter, RunwayFilter]
+    search_fields = ["name", "instance_id", "owner_address", "model"]
+    ordering = ["name"]
+    readonly_fields = ["chat", "created_at", "updated_at"]
+    actions = [_status_action(status) for status in AgentStatus.values]
+    list_per_page = 50
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> list[str]:
+        return [*self.readonly_fields, *(FINANCIAL_FIELDS if obj else [])]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        return agent_with_runway_queryset()
+
+    @admin.display(description="runway (h)", ordering="runway")
+    def runway_hours_display(self, agent: Agent) -> str:
+        runway = getattr(agent, "runway", None)
+        return "—" if runway is None else f"{runway:.1f}"
+
+    @admin.display(description="chat")
+    def chat(self, agent: Agent) -> str:
+        if not agent.pk:
+            return "—"
+        url = reverse("admin:chat_chatmessage_changelist") + f"?agent__id__exact={agent.pk}"
+        return format_html('<a href="{}">messages of {}</a>', url, agent.instance_id)
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: forms.ModelForm, change: bool) -> None:
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        new_status = obj.status
+        # Only the fields edited in the form are written, so concurrent updates of the others
+        # survive; the status changes only through the service, whose conditional update also
+        # catches a change made by someone else since the form was loaded.
+        obj.status = form.initial["status"]
+        edited = [name for name in form.changed_data if name != "status"]
+        if edited:
+            obj.save(update_fields=[*edited, "updated_at"])
+        if new_status != obj.status:
+            try:
+                agent_status_change(agent=obj, new_status=new_status)
+            except ApplicationError as exc:
+                self.message_user(request, f"Status not changed: {exc.detail}", messages.ERROR)

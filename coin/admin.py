@@ -1,0 +1,45 @@
+"""Wallets and price points, read-only: balances and prices come from the platform, not the back office.
+The price point list (and the coin app page) draw the price history as a chart."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from coin.models import PricePoint, Wallet
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Wallet)
+class WalletAdmin(ReadOnlyAdmin):
+    list_display = ["address", "balance", "updated_at"]
+    search_fields = ["address"]
+    ordering = ["-balance"]
+
+    def get_search_results(self, request: HttpRequest, queryset, search_term: str):  # type: ignore[no-untyped-def]
+        # Addresses are stored lower-case; staff often paste the checksummed form.
+        return super().get_search_results(request, queryset, search_term.lower())
+
+
+@admin.register(PricePoint)
+class PricePointAdmin(ReadOnlyAdmin):
+    change_list_template = "admin/coin/pricepoint/change_list.html"
+    list_display = ["timestamp", "price", "supply", "market_cap_display"]
+    date_hierarchy = "timestamp"
+    ordering = ["-timestamp"]
+
+    @admin.display(description="market cap")
+    def market_cap_display(self, point: PricePoint) -> Decimal:
+        return point.market_cap.quantize(Decimal("0.01"))
