@@ -14,9 +14,16 @@ from groundtruth.ingest.git_access import blob_url
 _NAME_HELP = "lower-case letters, digits, '-' and '_'"
 
 
+_NAME_ERRORS = {"invalid": f"must be 1-64 characters of {_NAME_HELP}"}
+
+
 class AssetQuerySerializer(serializers.Serializer):
-    product = serializers.RegexField(NAME_PATTERN, required=False, max_length=64, help_text=f"a product ({_NAME_HELP})")
-    kind = serializers.RegexField(NAME_PATTERN, required=False, max_length=64, help_text=f"a kind ({_NAME_HELP})")
+    product = serializers.RegexField(
+        NAME_PATTERN, required=False, max_length=64, error_messages=_NAME_ERRORS, help_text=f"a product ({_NAME_HELP})"
+    )
+    kind = serializers.RegexField(
+        NAME_PATTERN, required=False, max_length=64, error_messages=_NAME_ERRORS, help_text=f"a kind ({_NAME_HELP})"
+    )
     q = serializers.CharField(
         required=False,
         max_length=200,
@@ -24,12 +31,6 @@ class AssetQuerySerializer(serializers.Serializer):
         allow_blank=True,
         help_text="free text: every word must occur in the product, kind, path or description",
     )
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        message = f"must be 1-64 characters of {_NAME_HELP}"
-        for name in ("product", "kind"):
-            self.fields[name].error_messages["invalid"] = message
 
 
 class BrandAssetSerializer(serializers.ModelSerializer):
