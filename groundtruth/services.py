@@ -262,3 +262,54 @@ def ingest_foreground(
             ingest_run_fail(run=run, error=f"{type(exc).__name__}: {exc}")
         runs.append(IngestRun.objects.select_related("repository").get(pk=run.pk))
     return runs
+
+
+def repository_reembed(
+    *, repository: Repository, progress: Callable[[int, int], None] | None = None, batch_size: int = 512
+) -> int:
+    """Re-embeds every chunk of `repository` whose vector is missing or was made by another model
+    or dimension than the configured backend's; returns how many were embedded.
+
+    One transaction per repository (the repository row is locked, so an ingest of it waits):
+    readers keep the old vectors until it commits. Run `manage.py reembed` after changing
+    EMBEDDING_BACKEND or EMBEDDING_MODEL; ingests refuse to mix models until it has run.
+    """
+    from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
+    from groundtruth.models import Chunk
+
+    backend = embedding_backend()
+    if not backend.enabled:
+        raise EmbeddingsDisabled("EMBEDDING_BACKEND=none: there is no model to re-embed with")
+    model, dimension = backend.model_name, backend.dimension
+    embedded = 0
+    with transaction.atomic():
+        Repository.objects.select_for_update().filter(pk=repository.pk).first()
+        stale = (
+            Chunk.objects.filter(repository=repository)
+            .extra(
+                where=["(embedding IS NULL OR embedding_model <> %s OR vector_dims(embedding) <> %s)"],
+                params=[model, dimension],
+            )
+            .order_by("id")
+        )
+        ids = list(stale.values_list("id", flat=True))
+        for start in range(0, len(ids), batch_size):
+            chunks = list(Chunk.objects.filter(id__in=ids[start : start + batch_size]).order_by("id"))
+            texts: dict[str, str] = {}
+            for chunk in chunks:
+                texts.setdefault(chunk.content_hash, _embedding_text(chunk.heading, chunk.text))
+            vectors = dict(zip(texts, backend.embed(list(texts.values())), strict=True))
+            for chunk in chunks:
+                chunk.embedding = vectors[chunk.content_hash]
+                chunk.embedding_model = model
+            Chunk.objects.bulk_update(chunks, ["embedding", "embedding_model"], batch_size=500)
+            embedded += len(chunks)
+            if progress:
+                progress(embedded, len(ids))
+    return embedded
+
+
+def _embedding_text(heading: list[str], text: str) -> str:
+    from groundtruth.ingest.chunking import ChunkDraft
+
+    return ChunkDraft(start_line=1, end_line=1, heading=tuple(heading or ()), text=text).embedding_text

@@ -62,6 +62,11 @@ def vector_index_ensure(*, model_name: str, dimension: int) -> str:
     # DDL takes no bind parameters; a standard SQL string literal (quotes doubled) is safe here.
     literal = "'" + model_name.replace("'", "''") + "'"
     with connection.cursor() as cursor:
+        # Look first: DDL is refused inside a transaction that has pending deferred-constraint
+        # events, and taking the table lock of CREATE INDEX at every ingest would be pointless.
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE tablename = 'groundtruth_chunk' AND indexname = %s", [name])
+        if cursor.fetchone():
+            return name
         cursor.execute(
             f"CREATE INDEX IF NOT EXISTS {name} ON groundtruth_chunk "
             f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "

@@ -7,6 +7,7 @@ import pytest
 from groundtruth.ingest.chunking import file_lines
 from groundtruth.models import Chunk, IngestStatus, Repository, SourceFile
 from groundtruth.services import ingest_foreground
+from tests.groundtruth.conftest import sources_yaml
 
 pytestmark = pytest.mark.django_db
 
@@ -47,3 +48,227 @@ def test_first_ingest_indexes_selected_files_with_exact_citations(handbook_regis
     assert (run.files_added, run.chunks_added, run.chunks_embedded) == (4, 7, 7)
     repository.refresh_from_db()
     assert (repository.last_commit, repository.file_count, repository.chunk_count) == (commit, 4, 7)
+
+
+def chunk_rows(repository_name: str = "acme/handbook") -> list[tuple[str, int, int, str]]:
+    return list(
+        Chunk.objects.filter(repository__name=repository_name)
+        .order_by("path", "ordinal")
+        .values_list("path", "start_line", "end_line", "commit")
+    )
+
+
+def counts(run) -> dict[str, int]:
+    fields = ["files_added", "files_updated", "files_removed", "files_unchanged"]
+    fields += ["chunks_added", "chunks_updated", "chunks_removed", "chunks_unchanged", "chunks_embedded"]
+    return {field: getattr(run, field) for field in fields}
+
+
+def test_reingest_without_changes_reads_and_embeds_nothing(handbook_registered, embedding_server):
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    before = chunk_rows()
+    requests_before = embedding_server.requests
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+
+    assert run.status == IngestStatus.SUCCEEDED
+    assert counts(run) == {
+        "files_added": 0,
+        "files_updated": 0,
+        "files_removed": 0,
+        "files_unchanged": 4,
+        "chunks_added": 0,
+        "chunks_updated": 0,
+        "chunks_removed": 0,
+        "chunks_unchanged": 7,
+        "chunks_embedded": 0,
+    }
+    assert embedding_server.requests == requests_before
+    assert chunk_rows() == before
+
+
+def test_edits_renames_and_deletions_update_only_what_changed(handbook_registered, embedding_server):
+    tree = handbook_registered
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    embedding_server.texts_embedded.clear()
+
+    tree.write("docs/index.md", tree.show("HEAD", "docs/index.md").decode() + "\n## Upgrade\n\nRun `acme upgrade`.\n")
+    tree.rename("docs/guide.rst", "docs/manual/guide.rst")
+    tree.delete("config/settings.yml")
+    second = tree.commit("edit, rename, delete")
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+
+    assert run.status == IngestStatus.SUCCEEDED, run.error
+    assert counts(run) == {
+        "files_added": 1,  # docs/manual/guide.rst
+        "files_updated": 1,  # docs/index.md
+        "files_removed": 2,  # docs/guide.rst (renamed away), config/settings.yml
+        "files_unchanged": 1,  # README.md
+        "chunks_added": 2 + 1,  # the renamed file's two chunks, the new Upgrade section
+        "chunks_updated": 3,
+        "chunks_removed": 2 + 1,
+        "chunks_unchanged": 1,
+        "chunks_embedded": 1,  # only the Upgrade section: the rest is reused by content hash
+    }
+    assert embedding_server.texts_embedded == ["Handbook > Upgrade\n## Upgrade\n\nRun `acme upgrade`."]
+    assert chunk_rows() == [
+        ("README.md", 1, 3, second),
+        ("docs/index.md", 1, 3, second),
+        ("docs/index.md", 5, 12, second),
+        ("docs/index.md", 14, 16, second),
+        ("docs/index.md", 18, 20, second),
+        ("docs/manual/guide.rst", 1, 4, second),
+        ("docs/manual/guide.rst", 6, 9, second),
+    ]
+    assert sorted(SourceFile.objects.values_list("path", "commit")) == [
+        ("README.md", second),
+        ("docs/index.md", second),
+        ("docs/manual/guide.rst", second),
+    ]
+    for chunk in Chunk.objects.all():
+        lines = file_lines(tree.show(second, chunk.path).decode())
+        assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
+    repository = Repository.objects.get()
+    assert (repository.file_count, repository.chunk_count, repository.last_commit) == (3, 7, second)
+
+
+def test_symlinks_inside_are_followed_and_those_leaving_the_repository_or_too_big_files_are_skipped(
+    handbook, registry_repo, embedding_server, settings
+):
+    settings.INGEST_MAX_FILE_BYTES = 200
+    handbook.symlink("docs/alias.md", "../README.md")
+    handbook.symlink("docs/escape.md", "../../outside.md")
+    handbook.symlink("docs/absolute.md", "/etc/hostname")
+    handbook.symlink("docs/dangling.md", "nowhere.md")
+    handbook.write("docs/huge.md", "# Huge\n\n" + "text " * 100)
+    handbook.commit("links")
+    registry_repo(sources_yaml({"name": "acme/handbook", "url": str(handbook.path), "include": ["docs/*.md"]}))
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+
+    assert run.status == IngestStatus.SUCCEEDED, run.error
+    assert sorted(map(tuple, run.files_skipped)) == [
+        ("docs/absolute.md", "symlink leaves the repository"),
+        ("docs/dangling.md", "symlink points at nothing in the commit"),
+        ("docs/escape.md", "symlink leaves the repository"),
+        ("docs/huge.md", "larger than 200 bytes"),
+        ("docs/logo.md", "binary"),
+    ]
+    assert sorted(SourceFile.objects.values_list("path", flat=True)) == ["docs/alias.md", "docs/index.md"]
+    alias = Chunk.objects.get(path="docs/alias.md")
+    assert (alias.start_line, alias.end_line, alias.text) == (1, 3, "# Acme\n\nThe Acme handbook.")
+
+
+def test_ingest_at_a_tag_or_commit_given_as_ref(handbook_registered, embedding_server):
+    tree = handbook_registered
+    first = tree.head()
+    tree.tag("v1")
+    tree.delete("README.md")
+    tree.commit("drop readme")
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref="v1")
+    assert (run.status, run.ref, run.commit, run.files_added) == (IngestStatus.SUCCEEDED, "v1", first, 4)
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+    assert (run.status, run.ref, run.files_removed) == (IngestStatus.SUCCEEDED, "main", 1)
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=first)
+    assert (run.status, run.commit, run.files_added) == (IngestStatus.SUCCEEDED, first, 1)
+
+
+def test_failed_run_leaves_the_previous_index_served(handbook_registered, embedding_server):
+    tree = handbook_registered
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    before = chunk_rows()
+    first = tree.head()
+
+    tree.write("docs/index.md", "# Rewritten\n\nEverything changed.\n")
+    tree.commit("rewrite")
+    embedding_server.fail_with = 400  # a terminal error of the embedding endpoint, mid-ingest
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+
+    assert run.status == IngestStatus.FAILED
+    assert run.error.startswith("EmbeddingError: embedding endpoint ")
+    assert run.error.endswith("refused the request: 400")
+    assert chunk_rows() == before
+    assert all(commit == first for *_, commit in before)
+    assert Repository.objects.get().last_commit == first
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref="no-such-ref")
+    assert run.status == IngestStatus.FAILED
+    assert run.error == f"GitError: ref 'no-such-ref' not found in {tree.path}"
+    assert chunk_rows() == before
+
+
+def test_network_errors_of_the_embedding_endpoint_fail_a_foreground_run_and_keep_the_index(
+    handbook_registered, embedding_server
+):
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    before = chunk_rows()
+    handbook_registered.write("docs/new.md", "# New\n\nNew page.\n")
+    handbook_registered.commit("new page")
+    embedding_server.fail_with = 503
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+
+    assert run.status == IngestStatus.FAILED
+    assert "answered 503" in run.error
+    assert chunk_rows() == before
+
+
+@pytest.mark.django_db(transaction=True)  # the new model's index is DDL after chunk writes: real commits
+def test_model_change_without_reembed_is_a_clear_error_and_reembed_fixes_it(
+    handbook_registered, embedding_server, settings
+):
+    from django.core.management import call_command
+
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    other = embedding_server.__class__(dimension=16, model="other-embed-16").start()
+    try:
+        settings.EMBEDDING_URL = other.base_url
+        settings.EMBEDDING_MODEL = other.model
+
+        [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+        assert run.status == IngestStatus.FAILED
+        assert run.error == (
+            "EmbeddingMismatch: Stored vectors do not match the configured embedding model 'other-embed-16' "
+            "(dimension 16): 7 chunks by 'test-embed-32' (dimension 32). Run `python manage.py reembed` to "
+            "re-embed every chunk with the configured model."
+        )
+
+        call_command("reembed", "--no-progress", stdout=open("/dev/null", "w"))
+        assert set(Chunk.objects.values_list("embedding_model", flat=True)) == {"other-embed-16"}
+        assert {len(vector) for vector in Chunk.objects.values_list("embedding", flat=True)} == {16}
+        # One probe learnt the dimension, then the 7 chunks.
+        assert other.texts_embedded[0] == "dimension probe"
+        assert len(other.texts_embedded) == 1 + 7
+
+        [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+        assert (run.status, run.chunks_embedded) == (IngestStatus.SUCCEEDED, 0)
+    finally:
+        other.stop()
+
+
+def test_without_embeddings_chunks_are_stored_without_vectors(handbook_registered, no_embeddings):
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+    assert (run.status, run.chunks_added, run.chunks_embedded) == (IngestStatus.SUCCEEDED, 7, 0)
+    assert set(Chunk.objects.values_list("embedding", "embedding_model")) == {(None, "")}
+
+
+def test_registry_glob_change_applies_on_next_ingest(handbook_registered, registry_repo, embedding_server):
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    registry_repo(
+        sources_yaml(
+            {"name": "acme/handbook", "url": str(handbook_registered.path), "include": ["docs/**/*.md", "src/*.py"]}
+        ),
+        "narrow globs",
+    )
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+    assert (run.files_added, run.files_removed, run.files_unchanged) == (2, 3, 1)
+    assert sorted(SourceFile.objects.values_list("path", flat=True)) == [
+        "docs/drafts/wip.md",
+        "docs/index.md",
+        "src/app.py",
+    ]
