@@ -1,0 +1,342 @@
+"""Throughput and latency of the agent platform API, served the way `make run` serves it.
+
+    .venv/bin/python benchmarks/api.py [--port 8250] [--duration 10] [--connections 16]
+
+What it does, in one run:
+1. Starts (or reuses) the embedded PostgreSQL under var/pgdata, creates a separate database
+   `bench_api` on it (dropped first if left over), migrates it and seeds 100 agents, a chat
+   backlog and 45 days of 5-minute price points. Redis is the one at REDIS_URL, with a key
+   prefix of this run's own (deleted at the end).
+2. Starts gunicorn with the web line of the Procfile (its options: workers, access log), on
+   127.0.0.1:<port>, against that database. The rate limits are raised through the environment
+   (RATE_LIMIT_*) so they do not throttle the load; they are still counted in Redis on every
+   request, so their cost is in the figures.
+3. Measures with wrk (`apt-get install -y wrk`), `--connections` concurrent connections for
+   `--duration` seconds after a short warm-up each: GET /api/agents, GET /api/chat?limit=50,
+   GET /api/<COIN_SEGMENT>/history?period=30d and the bare ceiling view GET /bench/ceiling
+   (measured first and last; the mean is the reference). Prints requests/s, p50 and p99 and
+   each endpoint's share of the ceiling (target: at least 50%).
+
+The load generator shares the machine's cores with the server, as any local run does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATABASE_NAME = "bench_api"
+# High enough never to throttle a run, low enough to stay a valid rate.
+UNTHROTTLED_RATE = "1000000000/m"
+TARGET_SHARE = 0.5
+
+
+@dataclass
+class Measurement:
+    name: str
+    path: str
+    requests_per_second: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    errors: int
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=8250)
+    parser.add_argument("--duration", type=int, default=10, help="seconds of measurement per endpoint")
+    parser.add_argument("--warmup", type=int, default=3, help="seconds of warm-up per endpoint")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("WEB_WORKERS", "4")))
+    parser.add_argument("--keep-db", action="store_true", help="leave the bench_api database in place")
+    args = parser.parse_args()
+
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        print("wrk is not installed: apt-get install -y wrk (Debian/Ubuntu) or brew install wrk", file=sys.stderr)
+        return 2
+    python = sys.executable
+    socket_dir = embedded_postgres_socket_dir()
+    prefix = f"bench-{os.getpid()}"
+    segment = os.environ.get("COIN_SEGMENT", "wisent")
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://postgres@{quote(socket_dir, safe='')}/{DATABASE_NAME}",
+        "CACHE_KEY_PREFIX": prefix,
+        "RATE_LIMIT_PUBLIC": UNTHROTTLED_RATE,
+        "RATE_LIMIT_AUTHENTICATED": UNTHROTTLED_RATE,
+        "RATE_LIMIT_TRADING": UNTHROTTLED_RATE,
+        "DEBUG": "false",
+        "HOST": "127.0.0.1",
+        "PORT": str(args.port),
+        "WEB_WORKERS": str(args.workers),
+        "COIN_SEGMENT": segment,
+    }
+    endpoints = [
+        ("agents", "/api/agents"),
+        ("chat", "/api/chat?limit=50"),
+        ("history", f"/api/{segment}/history?period=30d"),
+    ]
+
+    print(f"database: {DATABASE_NAME} on the embedded PostgreSQL ({socket_dir})")
+    recreate_database(socket_dir, drop_only=False)
+    server: subprocess.Popen | None = None
+    log_path = BASE_DIR / "var" / "bench-api-gunicorn.log"
+    try:
+        run([python, "manage.py", "migrate", "--noinput", "--verbosity", "0"], env)
+        run([python, str(Path(__file__).resolve()), "seed"], env)
+        command = procfile_web_command(env)
+        print(f"server: {shlex.join(command)}")
+        print(f"rate limits raised for the run: RATE_LIMIT_PUBLIC/AUTHENTICATED/TRADING={UNTHROTTLED_RATE}")
+        with log_path.open("w") as log:
+            server = subprocess.Popen(
+                command, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        base = f"http://127.0.0.1:{args.port}"
+        wait_until_serving(base + "/bench/ceiling", server)
+        for _, path in endpoints:
+            check_endpoint(base + path)
+
+        def measure(name: str, path: str) -> Measurement:
+            wrk_run(wrk, base + path, args.warmup, args.connections, args.threads)
+            result = wrk_run(wrk, base + path, args.duration, args.connections, args.threads)
+            return Measurement(name=name, path=path, **result)
+
+        ceiling_first = measure("ceiling", "/bench/ceiling")
+        results = [measure(name, path) for name, path in endpoints]
+        ceiling_last = measure("ceiling", "/bench/ceiling")
+    finally:
+        if server is not None:
+            stop(server)
+        clear_redis_prefix(env, prefix)
+        if not args.keep_db:
+            recreate_database(socket_dir, drop_only=True)
+
+    ceiling_rps = (ceiling_first.requests_per_second + ceiling_last.requests_per_second) / 2
+    print()
+    print(
+        f"{args.connections} concurrent connections, {args.duration} s each, gunicorn {args.workers} workers, "
+        f"wrk {args.threads} threads, {os.cpu_count()} CPUs"
+    )
+    header = f"{'endpoint':<40} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'of ceiling':>11}"
+    print(header)
+    print("-" * len(header))
+    rows = [ceiling_first, *results, ceiling_last]
+    below = []
+    for row in rows:
+        share = row.requests_per_second / ceiling_rps
+        is_ceiling = row.name == "ceiling"
+        verdict = "" if is_ceiling else ("ok" if share >= TARGET_SHARE else "BELOW")
+        if not is_ceiling and share < TARGET_SHARE:
+            below.append(row.path)
+        print(
+            f"GET {row.path:<36} {row.requests_per_second:>9.0f} {row.p50_ms:>8.2f} {row.p99_ms:>8.2f} "
+            f"{row.errors:>7} {share:>10.0%} {verdict}"
+        )
+    print(f"ceiling reference (mean of first and last): {ceiling_rps:.0f} req/s; target >= {TARGET_SHARE:.0%}")
+    errors = sum(row.errors for row in rows)
+    if errors:
+        print(f"{errors} responses were not 2xx; see {log_path}")
+    return 1 if below or errors else 0
+
+
+# --- the database ---------------------------------------------------------------------------------
+
+
+def embedded_postgres_socket_dir() -> str:
+    """Starts (or finds) the embedded server exactly as the settings do; returns its socket dir."""
+    sys.path.insert(0, str(BASE_DIR))
+    from agentplatform.embedded_postgres import embedded_database_settings
+
+    return str(embedded_database_settings(BASE_DIR / "var" / "pgdata")["HOST"])
+
+
+def recreate_database(socket_dir: str, *, drop_only: bool) -> None:
+    import psycopg
+
+    with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE_NAME}" WITH (FORCE)')
+        if not drop_only:
+            connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+def seed() -> None:
+    """Runs inside a child process with the benchmark's DATABASE_URL: 100 agents, a chat backlog
+    of 2,000 messages and 45 days of price points every 5 minutes."""
+    import random
+    from datetime import timedelta
+    from decimal import Decimal
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+    sys.path.insert(0, str(BASE_DIR))
+    django.setup()
+    from django.utils import timezone
+
+    from agents.models import Agent, AgentStatus
+    from chat.models import ChatMessage, MessageType
+    from coin.models import PricePoint
+
+    rng = random.Random(42)
+    statuses = list(AgentStatus.values)
+    agents = Agent.objects.bulk_create(
+        Agent(
+            instance_id=f"bench-agent-{n:03d}",
+            name=f"Bench agent {n:03d}",
+            status=statuses[n % len(statuses)],
+            balance=Decimal(rng.randint(0, 10_000_000)) / 100,
+            total_revenue=Decimal(rng.randint(0, 10_000_000)) / 100,
+            total_costs=Decimal(rng.randint(0, 10_000_000)) / 100,
+            burn_rate_hourly=Decimal(rng.randint(0, 10_000)) / 100,
+            description=f"Benchmark agent number {n}.",
+            model="bench-model",
+            tags=["bench", f"group-{n % 7}"],
+        )
+        for n in range(100)
+    )
+    now = timezone.now()
+    types = [MessageType.CHAT, MessageType.CHAT, MessageType.STATUS, MessageType.TRADE]
+    ChatMessage.objects.bulk_create(
+        ChatMessage(
+            agent=agents[n % len(agents)],
+            message=f"Message {n}: " + "lorem ipsum dolor sit amet " * rng.randint(1, 8),
+            message_type=types[n % len(types)],
+            created_at=now - timedelta(minutes=2000 - n),
+        )
+        for n in range(2000)
+    )
+    step = timedelta(minutes=5)
+    count = int(timedelta(days=45) / step)
+    price = 1.0
+    points = []
+    for n in range(count):
+        price = max(0.01, price * (1 + rng.uniform(-0.004, 0.004)))
+        points.append(
+            PricePoint(
+                timestamp=now - step * (count - n),
+                price=Decimal(f"{price:.8f}"),
+                supply=Decimal(1_000_000 + n),
+            )
+        )
+    PricePoint.objects.bulk_create(points, batch_size=2000)
+    print(f"seeded {len(agents)} agents, 2000 chat messages, {count} price points")
+
+
+def clear_redis_prefix(env: dict[str, str], prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(env.get("REDIS_URL", "redis://127.0.0.1:6379/0"), socket_timeout=2)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+    except redis.RedisError as exc:
+        print(f"could not clear the run's Redis keys ({exc})", file=sys.stderr)
+
+
+# --- the server -----------------------------------------------------------------------------------
+
+
+def procfile_web_command(env: dict[str, str]) -> list[str]:
+    """The Procfile's `web:` line with its ${NAME:-default} references expanded from `env`."""
+    line = next(
+        line.split(":", 1)[1].strip()
+        for line in (BASE_DIR / "Procfile").read_text().splitlines()
+        if line.startswith("web:")
+    )
+    expanded = re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: env.get(m[1]) or (m[2] or ""), line)
+    return shlex.split(expanded)
+
+
+def wait_until_serving(url: str, server: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}; see var/bench-api-gunicorn.log")
+        try:
+            # The first request of a worker loads the URL configuration (and what it imports).
+            with urllib.request.urlopen(url, timeout=30) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.3)
+    raise SystemExit(f"the server did not answer {url} within {timeout:.0f} s")
+
+
+def check_endpoint(url: str) -> None:
+    """One request before the load: it must be a 200 JSON answer carrying the (raised) limit headers."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body = response.read()
+        limit = response.headers.get("X-RateLimit-Limit")
+        if response.status != 200 or not body or limit != UNTHROTTLED_RATE.split("/")[0]:
+            raise SystemExit(f"{url}: status {response.status}, X-RateLimit-Limit {limit!r}")
+    print(f"checked {url}: 200, {len(body)} bytes, X-RateLimit-Limit {limit}")
+
+
+def stop(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)  # gunicorn's master and its workers, started by us
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+# --- the load -------------------------------------------------------------------------------------
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+
+
+def wrk_run(wrk: str, url: str, duration: int, connections: int, threads: int) -> dict[str, float | int]:
+    output = subprocess.run(
+        [wrk, f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", "10s", url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    def latency(percentile: str) -> float:
+        match = re.search(rf"^\s*{percentile}%\s+([\d.]+)(us|ms|s|m)\s*$", output, re.MULTILINE)
+        if match is None:
+            raise SystemExit(f"unexpected wrk output:\n{output}")
+        return float(match[1]) * _UNITS_MS[match[2]]
+
+    requests = int(re.search(r"(\d+) requests in", output)[1])
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
+    errors = (int(non_2xx[1]) if non_2xx else 0) + (sum(map(int, socket_errors.groups())) if socket_errors else 0)
+    return {
+        "requests_per_second": float(re.search(r"Requests/sec:\s+([\d.]+)", output)[1]),
+        "p50_ms": latency("50"),
+        "p99_ms": latency("99"),
+        "requests": requests,
+        "errors": errors,
+    }
+
+
+def run(command: list[str], env: dict[str, str]) -> None:
+    subprocess.run(command, cwd=BASE_DIR, env=env, check=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["seed"]:
+        seed()
+        sys.exit(0)
+    sys.exit(main())
