@@ -31,7 +31,9 @@ class Command(BaseCommand):
             help="Service keys: a scope (repeat for several).",
         )
 
-    def handle(self, *args: Any, kind: str, name: str, agent: str | None, wallet: str, scopes: list[str], **options):
+    def handle(
+        self, *args: Any, kind: str, name: str, agent: str | None, wallet: str, scopes: list[str], **options: Any
+    ) -> None:
         bound_agent = None
         if agent:
             bound_agent = Agent.objects.filter(instance_id=agent).first()
