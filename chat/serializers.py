@@ -7,8 +7,8 @@ from typing import Any
 from rest_framework import serializers
 
 from agentplatform.errors import InvalidInput
-from agents.serializers import QueryIntegerField
-from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, ChatMessage, MessageType
+from agents.serializers import FlatRowSerializer, QueryIntegerField
+from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, MessageType
 from chat.services import IDEMPOTENCY_KEY_MAX_LENGTH, MESSAGE_RULE
 
 FEED_LIMIT_MAX = 200
@@ -78,16 +78,14 @@ def idempotency_key_parse(value: str | None) -> str:
     return value
 
 
-class ChatMessageSerializer(serializers.ModelSerializer):
-    """A message as the feed shows it (also the body of a successful POST)."""
+class ChatMessageSerializer(FlatRowSerializer):
+    """A message as the feed shows it (also the body of a successful POST); rows from chat.selectors."""
 
-    id = serializers.CharField(read_only=True)
+    id = serializers.CharField(read_only=True, help_text="The message id (digits); pass it as `before` to page.")
     sender_name = serializers.CharField(read_only=True, help_text='The agent\'s name; "System" for system messages.')
     sender_instance_id = serializers.CharField(
         read_only=True, help_text="The sending agent's instance_id; empty for system messages."
     )
-
-    class Meta:
-        model = ChatMessage
-        fields = ["id", "sender_name", "sender_instance_id", "message", "message_type", "created_at"]
-        read_only_fields = fields
+    message = serializers.CharField(read_only=True)
+    message_type = serializers.ChoiceField(choices=MessageType.choices, read_only=True)
+    created_at = serializers.DateTimeField(read_only=True)

@@ -78,7 +78,7 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         messages = list(chat_feed(limit=limit, before=query.validated_data.get("before")))
         headers = {}
         if len(messages) == limit:
-            next_url = request.build_absolute_uri(f"{request.path}?limit={limit}&before={messages[-1].pk}")
+            next_url = request.build_absolute_uri(f"{request.path}?limit={limit}&before={messages[-1]['id']}")
             headers["Link"] = f'<{next_url}>; rel="next"'
         return Response(ChatMessageSerializer(messages, many=True).data, headers=headers)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agents.serializers import MoneyField, QueryIntegerField
+from agents.serializers import FlatRowSerializer, MoneyField, QueryIntegerField
 from coin.addresses import ADDRESS_RULE, wallet_address_normalize
 
 PERIOD_UNITS: dict[str, timedelta] = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
@@ -80,13 +80,13 @@ class HistoryQuerySerializer(serializers.Serializer):
     )
 
 
-class CurrentPriceSerializer(serializers.Serializer):
+class CurrentPriceSerializer(FlatRowSerializer):
     price = MoneyField()
     supply = MoneyField()
     market_cap = MoneyField(help_text="price x supply")
 
 
-class PriceSampleSerializer(serializers.Serializer):
+class PriceSampleSerializer(FlatRowSerializer):
     price = MoneyField()
     timestamp = serializers.DateTimeField(read_only=True)
 
