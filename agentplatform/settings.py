@@ -282,7 +282,7 @@ SEARCH_CANDIDATE_DEPTH = _positive_int("SEARCH_CANDIDATE_DEPTH", 50)
 # Weighted reciprocal rank fusion: weight / (SEARCH_RRF_K + rank) per leg.
 SEARCH_LEXICAL_WEIGHT = _non_negative_float("SEARCH_LEXICAL_WEIGHT", 1.0)
 SEARCH_DENSE_WEIGHT = _non_negative_float("SEARCH_DENSE_WEIGHT", 1.0)
-SEARCH_RRF_K = _non_negative_float("SEARCH_RRF_K", 60.0)
+SEARCH_RRF_K = _non_negative_float("SEARCH_RRF_K", 10.0)
 SEARCH_BM25_K1 = _non_negative_float("SEARCH_BM25_K1", 1.2)
 SEARCH_BM25_B = _non_negative_float("SEARCH_BM25_B", 0.75)
 if SEARCH_BM25_B > 1:
@@ -314,13 +314,26 @@ if sorted(SEARCH_TRUST_WEIGHTS) != sorted(_trust_tiers) or any(
 # /ask: how many passages to cite, and at most how many lines each snippet keeps.
 ASK_CITATION_COUNT = _positive_int("ASK_CITATION_COUNT", 5)
 ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 6)
-# Missing sources: support = DENSE_WEIGHT * best cosine similarity + (1 - DENSE_WEIGHT) * the
-# share of the question's IDF found in one retrieved chunk; below THRESHOLD the sources are
-# missing. Calibrated on benchmarks/questions.yml by `python benchmarks/retrieval.py --calibrate`.
-ASK_SUPPORT_DENSE_WEIGHT = _non_negative_float("ASK_SUPPORT_DENSE_WEIGHT", 0.5)
-ASK_SUPPORT_THRESHOLD = _non_negative_float("ASK_SUPPORT_THRESHOLD", 0.5)
-if ASK_SUPPORT_DENSE_WEIGHT > 1:
-    raise ImproperlyConfigured(f"ASK_SUPPORT_DENSE_WEIGHT must be between 0 and 1, got {ASK_SUPPORT_DENSE_WEIGHT}")
+# Missing sources (groundtruth/search/source_support.py): support = weighted sum of the best
+# cosine similarity, the best chunk's share of the question's IDF and the share of that IDF the
+# corpus knows; below the threshold the sources are missing. Calibrated on
+# benchmarks/questions.yml by `python benchmarks/retrieval.py --calibrate`.
+try:
+    ASK_SUPPORT_WEIGHTS = {
+        name: float(weight)
+        for name, weight in env.dict(
+            "ASK_SUPPORT_WEIGHTS", default={"similarity": 0.2, "coverage": 0.5, "known": 0.3}
+        ).items()
+    }
+except ValueError as exc:
+    raise ImproperlyConfigured("ASK_SUPPORT_WEIGHTS must look like similarity=0.2,coverage=0.5,known=0.3") from exc
+if (
+    set(ASK_SUPPORT_WEIGHTS) != {"similarity", "coverage", "known"}
+    or any(weight < 0 for weight in ASK_SUPPORT_WEIGHTS.values())
+    or abs(sum(ASK_SUPPORT_WEIGHTS.values()) - 1) > 1e-6
+):
+    raise ImproperlyConfigured("ASK_SUPPORT_WEIGHTS must give similarity, coverage and known weights >= 0 adding up to 1")
+ASK_SUPPORT_THRESHOLD = _non_negative_float("ASK_SUPPORT_THRESHOLD", 0.42)
 
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

@@ -178,3 +178,27 @@ def query_lexemes(text: str) -> list[str]:
     seen: dict[str, None] = dict.fromkeys(stemmed)
     seen.update(dict.fromkeys(sorted(whole)))
     return list(seen)
+
+
+def texts_lexemes(texts: list[str]) -> list[set[str]]:
+    """The lexemes of each text by the rules of `query_lexemes`, in one round trip (used to find
+    the lines of a passage that carry the query's words)."""
+    if not texts:
+        return []
+    bodies = []
+    extra: list[set[str]] = []
+    for text in texts:
+        whole, parts = identifier_terms(text)
+        bodies.append(f"{text}\n{' '.join(parts)}" if parts else text)
+        extra.append(set(whole))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT source.position,
+                   array(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', source.body)))
+            FROM unnest(%s::text[]) WITH ORDINALITY AS source(body, position)
+            ORDER BY source.position
+            """,
+            [bodies],
+        )
+        return [set(lexemes) | extra[position - 1] for position, lexemes in cursor.fetchall()]

@@ -1,0 +1,78 @@
+"""The dense leg: nearest chunks by cosine distance through the HNSW index.
+
+The embedding column has no fixed dimension, so the HNSW index is built on a cast to the
+model's dimension (`(embedding::vector(384)) vector_cosine_ops`, see the ingest migrations); the
+query must use the very same expression for the planner to pick the index.
+
+Filtering by repository (or by model) after an approximate index scan can starve the result:
+an ef_search-sized candidate list may hold few rows of the wanted repository. pgvector 0.8's
+iterative index scans keep walking the graph until `depth` rows pass the filter (or
+hnsw.max_scan_tuples is reached). `relaxed_order` lets rows come back slightly out of order, so
+the outer query sorts the materialised result again, as pgvector's documentation recommends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+
+
+@dataclass(frozen=True)
+class DenseHit:
+    chunk_id: int
+    similarity: float  # cosine similarity, 1 - cosine distance
+
+
+def vector_literal(values: list[float]) -> str:
+    """pgvector's text form, cast in SQL (no adapter registration needed on Django's connection)."""
+    return "[" + ",".join(f"{value:.7g}" for value in values) + "]"
+
+
+def dense_search_sql(*, dimension: int) -> str:
+    """The dense leg's query; the cast matches the HNSW index expression."""
+    if not isinstance(dimension, int) or dimension <= 0:
+        raise ValueError(f"embedding dimension must be a positive integer, got {dimension!r}")
+    return f"""
+        WITH nearest AS MATERIALIZED (
+            SELECT chunk.id, (chunk.embedding::vector({dimension})) <=> %(embedding)s::vector({dimension}) AS distance
+            FROM groundtruth_chunk AS chunk
+            WHERE chunk.repository_id = ANY(%(repository_ids)s) AND chunk.embedding_model = %(model)s
+            ORDER BY (chunk.embedding::vector({dimension})) <=> %(embedding)s::vector({dimension})
+            LIMIT %(depth)s
+        )
+        SELECT id, distance FROM nearest ORDER BY distance, id
+    """
+
+
+def dense_session_settings(cursor) -> None:
+    """Per-transaction HNSW settings (SET LOCAL: they end with the surrounding transaction)."""
+    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(settings.SEARCH_HNSW_EF_SEARCH)])
+    cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(settings.SEARCH_HNSW_MAX_SCAN_TUPLES)])
+
+
+def dense_candidates(
+    *, embedding: list[float], model_name: str, repository_ids: list[int], depth: int
+) -> list[DenseHit]:
+    """The `depth` chunks nearest to `embedding` among those embedded by `model_name`.
+
+    Must run inside a transaction (the HNSW settings are transaction-local).
+    """
+    if not repository_ids:
+        return []
+    with connection.cursor() as cursor:
+        dense_session_settings(cursor)
+        cursor.execute(
+            dense_search_sql(dimension=len(embedding)),
+            {
+                "embedding": vector_literal(embedding),
+                "repository_ids": repository_ids,
+                "model": model_name,
+                "depth": depth,
+            },
+        )
+        return [
+            DenseHit(chunk_id=chunk_id, similarity=1.0 - float(distance)) for chunk_id, distance in cursor.fetchall()
+        ]

@@ -1,0 +1,163 @@
+"""The lexical leg: BM25 inside PostgreSQL.
+
+How it ranks. Okapi BM25 with the usual k1 and b (SEARCH_BM25_K1, SEARCH_BM25_B):
+
+    score(d, q) = sum over query lexemes t found in d of
+                  idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+tf comes from the positions of the lexeme in the chunk's tsvector, |d| is `lexeme_count`, and
+N, avgdl and df come from the statistics kept at ingest (`lexical_index.py`).
+
+How it finds candidates. A GIN index scan with an OR tsquery of the query's lexemes: a chunk
+needs one of the words, not all of them (natural-language questions rarely share every word
+with their answer). Only the candidates are rescored, by unnesting their tsvectors: the cost
+is proportional to the candidate count, so the statistics bound it. Lexemes are added to the
+OR query rarest first while the sum of their document frequencies stays under
+SEARCH_LEXICAL_MAX_CANDIDATES (the rarest always goes in); more frequent lexemes that did not
+fit still count in the score of every candidate that contains them. Frequent lexemes have the
+lowest IDF, so this is the classic "common terms" pruning of inverted-index engines: exact on
+a small corpus, bounded work on a large one.
+
+Why not the alternatives. `ts_rank` has no IDF and its length normalisation is not BM25's;
+`websearch_to_tsquery` ANDs the words. A pgvector `sparsevec` of BM25 weights would freeze
+avgdl into every stored vector and its HNSW index is approximate for sparse queries; the
+tsvector route keeps the index exact and the statistics current.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+
+from groundtruth.search.lexical_index import query_lexemes
+
+
+@dataclass(frozen=True)
+class QueryTerm:
+    lexeme: str
+    document_frequency: int
+    idf: float
+
+
+@dataclass(frozen=True)
+class LexicalQuery:
+    """A query's lexemes with their corpus statistics; `terms` includes lexemes no chunk has."""
+
+    terms: list[QueryTerm]
+    document_count: int
+
+    @property
+    def total_idf(self) -> float:
+        return sum(term.idf for term in self.terms)
+
+
+@dataclass(frozen=True)
+class LexicalHit:
+    chunk_id: int
+    score: float
+    matched_lexemes: tuple[str, ...]
+
+
+def _idf(*, document_frequency: int, document_count: int) -> float:
+    return math.log(1 + (document_count - document_frequency + 0.5) / (document_frequency + 0.5))
+
+
+def lexical_query_build(*, text: str) -> LexicalQuery:
+    """The lexemes of `text` with their document frequencies and IDF under current statistics."""
+    lexemes = query_lexemes(text)
+    if not lexemes:
+        return LexicalQuery(terms=[], document_count=0)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT term.lexeme, coalesce(statistic.document_count, 0), corpus.document_count
+            FROM unnest(%s::text[]) WITH ORDINALITY AS term(lexeme, position)
+            LEFT JOIN groundtruth_lexeme_statistic AS statistic ON statistic.lexeme = term.lexeme
+            LEFT JOIN groundtruth_corpus_statistic AS corpus ON corpus.id = 1
+            ORDER BY term.position
+            """,
+            [lexemes],
+        )
+        rows = cursor.fetchall()
+    document_count = int(rows[0][2] or 0)
+    terms = [
+        QueryTerm(
+            lexeme=lexeme,
+            document_frequency=int(frequency),
+            idf=_idf(document_frequency=min(int(frequency), document_count), document_count=document_count),
+        )
+        for lexeme, frequency, _ in rows
+    ]
+    return LexicalQuery(terms=terms, document_count=document_count)
+
+
+def _tsquery_literal(lexemes: list[str]) -> str:
+    """An OR tsquery of already-normalised lexemes (quoted, so they are not parsed again)."""
+    quoted = ("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
+    return " | ".join(quoted)
+
+
+def candidate_lexemes(query: LexicalQuery, *, max_candidates: int) -> list[str]:
+    """The lexemes that go into the OR query: rarest first while their document frequencies
+    add up to at most `max_candidates` (the rarest one always). Lexemes no chunk has are left
+    out: they cannot match."""
+    present = sorted((term for term in query.terms if term.document_frequency > 0), key=lambda t: t.document_frequency)
+    chosen: list[str] = []
+    budget = 0
+    for term in present:
+        if chosen and budget + term.document_frequency > max_candidates:
+            break
+        chosen.append(term.lexeme)
+        budget += term.document_frequency
+    return chosen
+
+
+def lexical_candidates(*, query: LexicalQuery, repository_ids: list[int], depth: int) -> list[LexicalHit]:
+    """The `depth` best chunks of the given repositories by BM25, best first."""
+    lexemes = candidate_lexemes(query, max_candidates=settings.SEARCH_LEXICAL_MAX_CANDIDATES)
+    if not lexemes or not repository_ids:
+        return []
+    scored = [term for term in query.terms if term.document_frequency > 0]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH corpus AS (
+                SELECT greatest(total_length::float8 / nullif(document_count, 0), 1.0) AS average_length
+                FROM groundtruth_corpus_statistic WHERE id = 1
+            )
+            SELECT chunk.id,
+                   sum(term.idf * entry.frequency * (%(k1)s + 1)
+                       / (entry.frequency + %(k1)s * (1 - %(b)s + %(b)s * chunk.lexeme_count / corpus.average_length)))
+                       AS score,
+                   array_agg(term.lexeme ORDER BY term.lexeme) AS matched
+            FROM groundtruth_chunk AS chunk
+            CROSS JOIN corpus
+            CROSS JOIN LATERAL (
+                SELECT unnested.lexeme, coalesce(array_length(unnested.positions, 1), 1) AS frequency
+                FROM unnest(chunk.search_vector) AS unnested
+            ) AS entry
+            JOIN unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS term(lexeme, idf) ON term.lexeme = entry.lexeme
+            WHERE chunk.search_vector @@ %(tsquery)s::tsquery
+              AND chunk.repository_id = ANY(%(repository_ids)s)
+            GROUP BY chunk.id
+            ORDER BY score DESC, chunk.id
+            LIMIT %(depth)s
+            """,
+            {
+                "k1": settings.SEARCH_BM25_K1,
+                "b": settings.SEARCH_BM25_B,
+                "lexemes": [term.lexeme for term in scored],
+                "idfs": [term.idf for term in scored],
+                "tsquery": _tsquery_literal(lexemes),
+                "repository_ids": repository_ids,
+                "depth": depth,
+            },
+        )
+        return [
+            LexicalHit(chunk_id=chunk_id, score=float(score), matched_lexemes=tuple(matched))
+            for chunk_id, score, matched in cursor.fetchall()
+        ]

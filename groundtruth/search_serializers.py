@@ -1,0 +1,161 @@
+"""Input validation and response shapes of GET /search and POST /ask (DECISIONS.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from groundtruth.models import TrustTier
+from groundtruth.search.citations import citation_for
+
+SEARCH_LIMIT_DEFAULT = 10
+SEARCH_LIMIT_MAX = 50
+QUERY_MAX_CHARS = 1000
+QUESTION_MAX_CHARS = 2000
+
+
+class _NoUnknownFields(serializers.Serializer):
+    """Refuses keys it does not declare: a misspelt `scope` must not silently search everything."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(self.initial_data, dict):
+            unknown = sorted(set(self.initial_data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: f"unknown field; allowed: {', '.join(self.fields)}" for name in unknown}
+                )
+        return attrs
+
+
+class SearchQuerySerializer(serializers.Serializer):
+    q = serializers.CharField(
+        max_length=QUERY_MAX_CHARS,
+        trim_whitespace=True,
+        error_messages={
+            "required": "q is required: the text to search for",
+            "blank": "q must not be empty",
+            "max_length": f"q may be at most {QUERY_MAX_CHARS} characters",
+        },
+    )
+    repo = serializers.CharField(
+        required=False,
+        max_length=200,
+        error_messages={"blank": "repo must name a repository (owner/name) when given"},
+    )
+    limit = serializers.IntegerField(
+        required=False,
+        default=SEARCH_LIMIT_DEFAULT,
+        min_value=1,
+        max_value=SEARCH_LIMIT_MAX,
+        error_messages={
+            "invalid": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
+            "min_value": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
+            "max_value": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
+        },
+    )
+
+
+class AskScopeSerializer(_NoUnknownFields):
+    repos = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        allow_empty=False,
+        max_length=100,
+        error_messages={"empty": "scope.repos must name at least one repository, or be left out to search all"},
+    )
+
+
+class AskRequestSerializer(_NoUnknownFields):
+    question = serializers.CharField(
+        max_length=QUESTION_MAX_CHARS,
+        trim_whitespace=True,
+        error_messages={
+            "required": "question is required",
+            "blank": "question must not be empty",
+            "max_length": f"question may be at most {QUESTION_MAX_CHARS} characters",
+        },
+    )
+    scope = AskScopeSerializer(required=False)
+
+
+class CitationSerializer(serializers.Serializer):
+    repo = serializers.CharField(help_text="Repository name (owner/name).")
+    path = serializers.CharField(help_text="File path in the repository.")
+    commit = serializers.CharField(help_text="Full SHA of the indexed commit.")
+    line = serializers.IntegerField(help_text="First cited line, 1-based.")
+    end_line = serializers.IntegerField(help_text="Last cited line, inclusive.")
+    url = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "Blob URL at that commit with a line anchor (#L<line>-L<end_line>) for http(s) repositories; "
+            "null for local and file:// repositories, which have no web page."
+        ),
+    )
+
+
+class SearchResultSerializer(serializers.Serializer):
+    chunk_id = serializers.IntegerField()
+    text = serializers.CharField()
+    score = serializers.FloatField(help_text="Fused score (weighted reciprocal ranks times the trust weight).")
+    heading = serializers.ListField(child=serializers.CharField(), help_text="Heading trail, outermost first.")
+    trust = serializers.ChoiceField(choices=TrustTier.choices)
+    citation = CitationSerializer()
+
+
+class SearchResponseSerializer(serializers.Serializer):
+    query = serializers.CharField()
+    results = SearchResultSerializer(many=True)
+
+
+class AskCitationSerializer(CitationSerializer):
+    n = serializers.IntegerField(help_text="The number that [n] markers in the answer refer to.")
+    snippet = serializers.CharField(help_text="The cited lines (line..end_line) of the passage.")
+
+
+class SearchedRepositorySerializer(serializers.Serializer):
+    repo = serializers.CharField()
+    commit = serializers.CharField(help_text="Indexed commit; empty if never ingested.")
+
+
+class AskResponseSerializer(serializers.Serializer):
+    question = serializers.CharField()
+    mode = serializers.ChoiceField(choices=["extractive", "generative"])
+    answer = serializers.CharField(
+        allow_null=True, help_text="null in extractive mode and when sources are missing; [n] markers cite `citations`."
+    )
+    sources_missing = serializers.BooleanField()
+    citations = AskCitationSerializer(many=True)
+    searched = SearchedRepositorySerializer(many=True, help_text="The repositories searched, at their indexed commit.")
+    message = serializers.CharField(required=False, help_text="Present when sources are missing: what was searched.")
+    warning = serializers.CharField(
+        required=False, help_text="Present when the language model failed and extractive snippets were returned."
+    )
+
+
+def search_result_data(hit: Any) -> dict[str, Any]:
+    chunk = hit.chunk
+    return {
+        "chunk_id": chunk.pk,
+        "text": chunk.text,
+        "score": round(hit.score, 6),
+        "heading": list(chunk.heading or []),
+        "trust": chunk.trust,
+        "citation": citation_for(chunk, start_line=chunk.start_line, end_line=chunk.end_line),
+    }
+
+
+def ask_result_data(result: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "question": result.question,
+        "mode": result.mode,
+        "answer": result.answer,
+        "sources_missing": result.sources_missing,
+        "citations": result.citations,
+        "searched": result.searched,
+    }
+    if result.message:
+        data["message"] = result.message
+    if result.warning:
+        data["warning"] = result.warning
+    return data

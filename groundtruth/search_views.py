@@ -1,0 +1,132 @@
+"""GET /search and POST /ask: a service key with scope `read`, or a signed-in staff session."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import viewsets
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.errors import problem_responses
+from agentplatform.ratelimits import RateLimitedViewMixin
+from agents.authentication import BearerCredentialAuthentication
+from agents.permissions import HasServiceReadScope
+from groundtruth.search.ask import question_answer
+from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
+from groundtruth.search_serializers import (
+    SEARCH_LIMIT_MAX,
+    AskRequestSerializer,
+    AskResponseSerializer,
+    SearchQuerySerializer,
+    SearchResponseSerializer,
+    ask_result_data,
+    search_result_data,
+)
+
+AUTH = [{"bearerAuth": []}, {"cookieAuth": []}]
+AUTH_ERRORS = {
+    401: "No credentials, or a bearer token that is malformed, unknown, expired or revoked.",
+    403: "The credentials lack the `read` scope (a service key with scope read, or a staff session, is needed).",
+}
+
+
+class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
+    """Hybrid (BM25 + vector) search over the indexed chunks."""
+
+    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    permission_classes = [HasServiceReadScope]
+
+    @extend_schema(
+        operation_id="search",
+        summary="Search the indexed documentation",
+        description=(
+            "Hybrid retrieval: a BM25 lexical leg (any query word may match; exact identifiers such as "
+            "`CELERY_BROKER_URL` match whole) and a vector leg (HNSW), fused by weighted reciprocal rank "
+            "and scaled by the trust tier (canonical > reviewed > community > transcript). Only enabled "
+            "repositories are searched. Each result cites the chunk's lines at the indexed commit."
+        ),
+        parameters=[
+            OpenApiParameter(
+                "q", OpenApiTypes.STR, required=True, description="Text to search for (1-1000 characters)."
+            ),
+            OpenApiParameter(
+                "repo", OpenApiTypes.STR, required=False, description="Only this repository (owner/name)."
+            ),
+            OpenApiParameter(
+                "limit",
+                OpenApiTypes.INT,
+                required=False,
+                description=f"Number of results, 1-{SEARCH_LIMIT_MAX}; default 10.",
+            ),
+        ],
+        responses={
+            200: SearchResponseSerializer,
+            **problem_responses(
+                {
+                    400: f"`q` missing, empty or too long; `limit` not in 1..{SEARCH_LIMIT_MAX}; "
+                    "`repo` names no enabled repository (the error names it and lists the known ones).",
+                    **AUTH_ERRORS,
+                }
+            ),
+        },
+        auth=AUTH,
+        tags=["ground truth"],
+    )
+    def list(self, request: Request) -> Response:
+        query = SearchQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        repositories = search_scope_resolve(names=[data["repo"]] if "repo" in data else None)
+        outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
+        return Response({"query": data["q"], "results": [search_result_data(hit) for hit in outcome.hits]})
+
+
+class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
+    """Questions answered from the indexed documentation, always with citations."""
+
+    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    permission_classes = [HasServiceReadScope]
+
+    @extend_schema(
+        operation_id="ask",
+        summary="Ask a question; get cited passages or a cited answer",
+        description=(
+            "Retrieves passages as /search does (limited to `scope.repos` when given). Without a language "
+            "model (LLM_BASE_URL unset) the mode is `extractive`: `answer` is null and `citations` holds the "
+            "best passages, each snippet narrowed to the lines that matter with its own line range. With a "
+            "model the mode is `generative`: the answer is composed only from the cited passages, every "
+            "`[n]` refers to a returned citation (others are removed), and a model error or timeout falls "
+            "back to extractive with a `warning`. When the passages do not support an answer, "
+            "`sources_missing` is true, `answer` is null, `citations` is empty and `message` says what was "
+            "searched."
+        ),
+        request=AskRequestSerializer,
+        responses={
+            200: AskResponseSerializer,
+            **problem_responses(
+                {
+                    400: "`question` missing, empty or too long; an unknown field; `scope.repos` empty or "
+                    "naming a repository that is not indexed (the error names it).",
+                    **AUTH_ERRORS,
+                    415: "The body is not JSON.",
+                }
+            ),
+        },
+        examples=[
+            OpenApiExample(
+                "Scoped question",
+                value={"question": "How do I configure the connection pool?", "scope": {"repos": ["acme/handbook"]}},
+                request_only=True,
+            )
+        ],
+        auth=AUTH,
+        tags=["ground truth"],
+    )
+    def create(self, request: Request) -> Response:
+        body = AskRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        result = question_answer(question=data["question"], repository_names=data.get("scope", {}).get("repos"))
+        return Response(ask_result_data(result))
