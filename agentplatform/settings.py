@@ -231,6 +231,9 @@ if ASSET_CONTENT_CACHE_BYTES < 0:
 ASSET_CONTENT_MAX_AGE_SECONDS = _positive_int("ASSET_CONTENT_MAX_AGE_SECONDS", 300)
 GIT_CACHE_DIR = Path(env.str("GIT_CACHE_DIR", default=str(VAR_DIR / "git-cache")))
 # Token for private https repositories; sent as an HTTP header, never logged or returned.
+# How long a web worker keeps the asset row a content URL resolved to (seconds; 0: ask the
+# database every time). A sync clears it in its own process; other workers follow within this.
+ASSET_RECORD_CACHE_SECONDS = _non_negative_float("ASSET_RECORD_CACHE_SECONDS", 5.0)
 GIT_HTTP_TOKEN = env.str("GIT_HTTP_TOKEN", default="")
 # User name sent with the token (HTTP Basic); GitHub expects x-access-token.
 GIT_HTTP_USERNAME = env.str("GIT_HTTP_USERNAME", default="x-access-token")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.postgres.aggregates import ArrayAgg
 from django.db.models import Count, Q, QuerySet
 
 from agentplatform.errors import NotFound
+from brandassets.content_cache import asset_record_cache
 from brandassets.models import BrandAsset
 
 # PostgreSQL integer columns end here; a larger index cannot exist and is not sent to the database.
@@ -95,4 +97,17 @@ def asset_get(*, product: str, kind: str, asset_index: int) -> BrandAsset:
             count = BrandAsset.objects.filter(product=product, kind=kind).count()
             detail = f"{product}/{kind} has no asset at index {asset_index}; its indexes run from 0 to {count - 1}."
         raise NotFound(detail)
+    return asset
+
+
+def asset_get_for_content(*, product: str, kind: str, asset_index: int) -> BrandAsset:
+    """asset_get() for the content endpoint, answered from the in-process record cache for up to
+    ASSET_RECORD_CACHE_SECONDS (0: always from the database)."""
+    key = (product, kind, asset_index)
+    ttl = settings.ASSET_RECORD_CACHE_SECONDS
+    if ttl and (cached := asset_record_cache.get(key)) is not None:
+        return cached
+    asset = asset_get(product=product, kind=kind, asset_index=asset_index)
+    if ttl:
+        asset_record_cache.put(key, asset, ttl_seconds=ttl)
     return asset

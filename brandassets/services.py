@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentplatform.errors import ServiceUnavailable
-from brandassets.content_cache import blob_content_cache
+from brandassets.content_cache import asset_record_cache, blob_content_cache
 from brandassets.models import AssetRegistry, BrandAsset
 from brandassets.registry import AssetEntry, RegistryInvalid, RepoSource, registry_parse
 from groundtruth.ingest.git_access import (
@@ -161,6 +161,7 @@ def asset_registry_sync() -> SyncReport:
         registry_row.last_sync_at = now
         registry_row.last_report = report.as_dict()
         registry_row.save()
+    asset_record_cache.clear()
     for line in report.lines():
         logger.info("%s", line)
     return report

@@ -189,7 +189,7 @@ class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
             raise InvalidInput.for_field("assetIndex", "must be a non-negative integer (0, 1, 2, ...)")
         # A number too long to be an index is simply not one: the selector answers 404 for it.
         index = int(asset_index) if len(asset_index) <= 12 else selectors.MAX_ASSET_INDEX + 1
-        asset = selectors.asset_get(product=product, kind=kind, asset_index=index)
+        asset = selectors.asset_get_for_content(product=product, kind=kind, asset_index=index)
         if _etag_matches(request.headers.get("If-None-Match", ""), asset.blob_sha):
             return AssetContentResponse(asset=asset, data=None)
         return AssetContentResponse(asset=asset, data=services.asset_content_fetch(asset=asset))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.services import api_key_create
-from brandassets.content_cache import blob_content_cache
+from brandassets.content_cache import asset_record_cache, blob_content_cache
 from brandassets.demo import png_bytes
 from brandassets.services import SyncReport, asset_registry_sync
 from tests.gitrepos import GitWorkTree
@@ -94,10 +94,12 @@ def brand_work_tree(path: Path) -> GitWorkTree:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_content_cache():
+def _fresh_content_caches():
     blob_content_cache().clear()
+    asset_record_cache.clear()
     yield
     blob_content_cache().clear()
+    asset_record_cache.clear()
 
 
 @pytest.fixture

@@ -311,3 +311,27 @@ def test_private_repo_content_is_fetched_with_the_token_into_an_empty_cache(
         assert server.unauthorized_requests == 0
         listed = reader.get("/assets").content.decode()
         assert token not in listed and url not in listed
+
+
+def test_content_resolution_is_kept_for_the_record_cache_ttl_and_a_sync_clears_it(
+    reader, brand_repos: BrandFixture, settings
+):
+    settings.ASSET_RECORD_CACHE_SECONDS = 3600  # long enough that no slow machine sees it expire here
+    asset_registry_sync()
+    assert reader.get("/assets/acme-app/logo/0/content").content == LIGHT_LOGO
+    # Another process's sync (simulated by a direct row change) is seen once the TTL has passed.
+    BrandAsset.objects.filter(product="acme-app", kind="logo", asset_index=0).update(missing=True)
+
+    assert reader.get("/assets/acme-app/logo/0/content").status_code == 200
+    settings.ASSET_RECORD_CACHE_SECONDS = 0
+    assert reader.get("/assets/acme-app/logo/0/content").status_code == 404
+    settings.ASSET_RECORD_CACHE_SECONDS = 3600
+
+    asset_registry_sync()  # in this process: the cache is cleared at once
+    first = reader.get("/assets/acme-app/logo/0/content")
+    brand_repos.brand.write("logos/acme-light.svg", b"<svg>v3</svg>")
+    brand_repos.brand.commit("v3")
+    asset_registry_sync()
+
+    second = reader.get("/assets/acme-app/logo/0/content")
+    assert (first.content, second.content) == (LIGHT_LOGO, b"<svg>v3</svg>")
