@@ -1,0 +1,238 @@
+"""POST /ingest/repo and GET /ingest/runs/<id>: service-key scopes, validation, one active run
+per repository, stale runs cleared when read."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from agents.models import ApiKeyKind
+from agents.services import api_key_create
+from groundtruth.models import IngestRun, IngestStatus, Repository
+from groundtruth.services import STALE_RUNNING_ERROR
+from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
+from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
+
+pytestmark = pytest.mark.django_db
+
+
+def test_post_without_credentials_is_401_and_queues_nothing(api_client, handbook_registered):
+    response = api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json")
+    assert response.status_code == 401
+    assert response["Content-Type"] == "application/problem+json"
+    assert response.json()["code"] == "not_authenticated"
+    assert IngestRun.objects.count() == 0
+
+
+def test_post_with_a_read_only_or_agent_key_is_403_and_queues_nothing(api_client, handbook_registered):
+    from tests.agents.factories import AgentFactory
+
+    agent_key = api_key_create(kind=ApiKeyKind.AGENT, name="agent", agent=AgentFactory())[1]
+    for secret in (service_key("read"), agent_key):
+        response = api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(secret))
+        assert response.status_code == 403
+        assert response.json() == {
+            "type": "urn:problem:forbidden",
+            "title": "Forbidden",
+            "status": 403,
+            "detail": "A service key with scope 'ingest' is required.",
+            "code": "forbidden",
+        }
+    assert IngestRun.objects.count() == 0
+    assert Repository.objects.count() == 0  # the registry was not even read
+
+
+def test_post_queues_one_run_and_a_second_request_gets_the_same_run(
+    api_client, handbook_registered, django_capture_on_commit_callbacks
+):
+    secret = service_key("ingest")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        first = api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(secret))
+    assert first.status_code == 202
+    run = IngestRun.objects.get()
+    body = first.json()
+    assert body["run_ids"] == [run.pk]
+    [item] = body["runs"]
+    assert item == {
+        "id": run.pk,
+        "repo": "acme/handbook",
+        "ref": "main",
+        "commit": "",
+        "status": "queued",
+        "trigger": "api",
+        "phase": "",
+        "files": {"total": 0, "processed": 0, "added": 0, "updated": 0, "removed": 0, "unchanged": 0, "skipped": []},
+        "chunks": {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "embedded": 0},
+        "timings": {},
+        "error": "",
+        "attempts": 0,
+        "created_at": run.created_at.isoformat().replace("+00:00", "Z"),
+        "started_at": None,
+        "heartbeat_at": None,
+        "finished_at": None,
+        "created": True,
+    }
+    assert len(callbacks) == 1  # the task is enqueued once the transaction commits
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        again = api_client.post("/ingest/repo", {"repo": "acme/handbook", "ref": "v2"}, format="json", **bearer(secret))
+    assert again.status_code == 202
+    assert again.json()["run_ids"] == [run.pk]
+    assert again.json()["runs"][0]["created"] is False
+    assert again.json()["runs"][0]["ref"] == "main"
+    assert len(callbacks) == 0
+    assert IngestRun.objects.count() == 1
+
+
+def test_post_without_repo_queues_every_enabled_repository(api_client, registry_repo, handbook, tmp_path):
+    registry_repo(
+        sources_yaml(
+            {"name": "acme/b", "url": str(handbook.path), **HANDBOOK_GLOBS},
+            {"name": "acme/a", "url": str(handbook.path), **HANDBOOK_GLOBS},
+            {"name": "acme/off", "url": str(handbook.path), "include": ["*.md"], "enabled": "false"},
+        )
+    )
+    response = api_client.post("/ingest/repo", {}, format="json", **bearer(service_key("ingest")))
+    assert response.status_code == 202
+    assert [(run["repo"], run["ref"], run["created"]) for run in response.json()["runs"]] == [
+        ("acme/a", "main", True),
+        ("acme/b", "main", True),
+    ]
+    assert sorted(IngestRun.objects.values_list("repository__name", flat=True)) == ["acme/a", "acme/b"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "message"),
+    [
+        ({"repo": "no-slash"}, "repo", "must be owner/name (letters, digits, '.', '_' or '-')"),
+        ({"repo": "acme/handbook", "ref": "--upload-pack=x"}, "ref", "must be a branch, tag or commit SHA"),
+        ({"repo": 42}, "repo", "must be owner/name (letters, digits, '.', '_' or '-')"),
+        ({"repo": "a/" + "b" * 300}, "repo", "Ensure this field has no more than 200 characters."),
+    ],
+)
+def test_post_with_invalid_fields_is_400_naming_the_field(api_client, handbook_registered, payload, field, message):
+    response = api_client.post("/ingest/repo", payload, format="json", **bearer(service_key("ingest")))
+    assert response.status_code == 400
+    errors = response.json()["errors"]
+    assert [error["field"] for error in errors] == [field]
+    assert errors[0]["message"].startswith(message)
+    assert IngestRun.objects.count() == 0
+
+
+def test_post_for_an_unlisted_repository_is_404(api_client, handbook_registered):
+    response = api_client.post("/ingest/repo", {"repo": "acme/unknown"}, format="json", **bearer(service_key("ingest")))
+    assert response.status_code == 404
+    assert response.json()["detail"] == "Repository 'acme/unknown' is not listed in the source registry."
+    assert IngestRun.objects.count() == 0
+
+
+def test_post_with_an_invalid_registry_is_409_with_its_errors_and_keeps_everything(
+    api_client, handbook_registered, registry_repo
+):
+    secret = service_key("ingest")
+    api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(secret))
+    IngestRun.objects.update(status=IngestStatus.SUCCEEDED)
+    before = list(Repository.objects.values_list("name", "url", "include", "enabled"))
+    registry_repo("repos:\n  - name: acme/handbook\n    url: ./x\n    includes: ['*.md']\n", "typo")
+
+    response = api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(secret))
+
+    assert response.status_code == 409
+    body = response.json()
+    assert (body["code"], body["detail"]) == (
+        "registry_invalid",
+        "The source registry is invalid; the last good registry and the indexed data stay served.",
+    )
+    assert body["errors"] == [
+        {
+            "field": "sources.yml",
+            "message": "sources.yml:4: repos[0].includes: unknown key; allowed keys: enabled, exclude, include, name, "
+            "owners, ref, trust, url",
+        },
+        {
+            "field": "sources.yml",
+            "message": "sources.yml:2: repos[0].include: no include globs (set them here or in defaults)",
+        },
+    ]
+    assert IngestRun.objects.count() == 1
+    assert list(Repository.objects.values_list("name", "url", "include", "enabled")) == before
+
+
+def test_post_for_a_disabled_repository_is_409(api_client, registry_repo, handbook):
+    off = {"name": "acme/off", "url": str(handbook.path), "include": ["*.md"], "enabled": "false"}
+    registry_repo(sources_yaml(off))
+    response = api_client.post("/ingest/repo", {"repo": "acme/off"}, format="json", **bearer(service_key("ingest")))
+    assert response.status_code == 409
+    assert response.json()["detail"] == "Repository 'acme/off' is disabled in the source registry."
+    assert IngestRun.objects.count() == 0
+
+
+def test_get_run_shows_status_counts_and_timings(api_client):
+    run = IngestRunFactory(
+        repository=RepositoryFactory(name="acme/docs"),
+        files_total=3,
+        files_processed=2,
+        files_added=1,
+        files_updated=1,
+        files_unchanged=1,
+        files_skipped=[["docs/logo.md", "binary"]],
+        chunks_added=4,
+        chunks_updated=2,
+        chunks_unchanged=3,
+        chunks_embedded=5,
+        timings={"fetch": 0.5, "total": 1.5},
+        attempts=1,
+    )
+    for secret in (service_key("read"), service_key("ingest")):
+        response = api_client.get(f"/ingest/runs/{run.pk}", **bearer(secret))
+        assert response.status_code == 200
+        assert response.json() == {
+            "id": run.pk,
+            "repo": "acme/docs",
+            "ref": "main",
+            "commit": "a" * 40,
+            "status": "succeeded",
+            "trigger": "api",
+            "phase": "done",
+            "files": {
+                "total": 3,
+                "processed": 2,
+                "added": 1,
+                "updated": 1,
+                "removed": 0,
+                "unchanged": 1,
+                "skipped": [{"path": "docs/logo.md", "reason": "binary"}],
+            },
+            "chunks": {"added": 4, "updated": 2, "removed": 0, "unchanged": 3, "embedded": 5},
+            "timings": {"fetch": 0.5, "total": 1.5},
+            "error": "",
+            "attempts": 1,
+            "created_at": run.created_at.isoformat().replace("+00:00", "Z"),
+            "started_at": "2026-01-02T03:04:05Z",
+            "heartbeat_at": "2026-01-02T03:04:09Z",
+            "finished_at": "2026-01-02T03:04:10Z",
+        }
+
+
+def test_get_run_is_401_without_key_and_404_for_unknown_ids(api_client):
+    run = IngestRunFactory()
+    assert api_client.get(f"/ingest/runs/{run.pk}").status_code == 401
+    response = api_client.get(f"/ingest/runs/{run.pk + 1000}", **bearer(service_key("read")))
+    assert response.status_code == 404
+    assert response.json()["detail"] == f"No ingest run with id {run.pk + 1000}."
+
+
+def test_reading_a_run_whose_worker_died_marks_it_failed(api_client, settings):
+    settings.INGEST_STALE_SECONDS = 60
+    silent = IngestRunFactory(
+        status=IngestStatus.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=61), finished_at=None
+    )
+    alive = IngestRunFactory(
+        status=IngestStatus.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=5), finished_at=None
+    )
+    response = api_client.get(f"/ingest/runs/{silent.pk}", **bearer(service_key("read")))
+    assert (response.json()["status"], response.json()["error"]) == ("failed", STALE_RUNNING_ERROR)
+    alive.refresh_from_db()
+    assert alive.status == IngestStatus.RUNNING

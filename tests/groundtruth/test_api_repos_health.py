@@ -1,0 +1,149 @@
+"""GET /repos (service key, no secrets, constant queries) and GET /health (public, 200/503)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+from groundtruth.models import IngestStatus, Registry
+from tests.embeddingserver import EmbeddingServer
+from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
+
+
+@pytest.mark.django_db
+def test_repos_lists_every_repository_with_state_and_latest_run(api_client, django_assert_num_queries, settings):
+    settings.SOURCE_REGISTRY_REPO, settings.SOURCE_REGISTRY_REF = "/srv/registry", "main"
+    registry = Registry.objects.create(
+        location="/srv/registry@main:sources.yml",
+        commit="b" * 40,
+        content="repos: []\n",
+        loaded_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    ready = RepositoryFactory(
+        name="acme/ready", registry=registry, last_commit="c" * 40, file_count=3, chunk_count=9, trust="canonical"
+    )
+    ready.last_ingested_at = datetime(2026, 1, 2, tzinfo=UTC)
+    ready.save()
+    IngestRunFactory(repository=ready, status=IngestStatus.FAILED, error="GitError: boom")
+    latest = IngestRunFactory(repository=ready, status=IngestStatus.SUCCEEDED)
+    RepositoryFactory(name="acme/new", registry=registry)
+    RepositoryFactory(name="acme/off", registry=registry, enabled=False, is_transcript=True, trust="transcript")
+    running = RepositoryFactory(name="acme/busy", registry=registry)
+    IngestRunFactory(repository=running, status=IngestStatus.RUNNING, finished_at=None)
+    secret = service_key("read")
+    api_client.get("/repos", **bearer(secret))  # warms last_used_at
+
+    with django_assert_num_queries(3):  # key lookup, registry, repositories with latest runs
+        response = api_client.get("/repos", **bearer(secret))
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["registry"] == {
+        "location": "/srv/registry@main:sources.yml",
+        "commit": "b" * 40,
+        "loaded_at": "2026-01-01T00:00:00Z",
+        "last_error": "",
+        "last_error_at": None,
+    }
+    assert [(repo["name"], repo["state"], repo["enabled"], repo["transcript"]) for repo in body["repositories"]] == [
+        ("acme/busy", "running", True, False),
+        ("acme/new", "new", True, False),
+        ("acme/off", "disabled", False, True),
+        ("acme/ready", "ready", True, False),
+    ]
+    assert body["repositories"][3] == {
+        "name": "acme/ready",
+        "url": ready.url,
+        "ref": "main",
+        "owners": ["docs-team"],
+        "trust": "canonical",
+        "include": ["docs/**/*.md"],
+        "exclude": [],
+        "enabled": True,
+        "transcript": False,
+        "state": "ready",
+        "last_commit": "c" * 40,
+        "last_ingested_at": "2026-01-02T00:00:00Z",
+        "file_count": 3,
+        "chunk_count": 9,
+        "latest_run": {"id": latest.pk, "status": "succeeded", "finished_at": "2026-01-02T03:04:10Z", "error": ""},
+    }
+    assert body["repositories"][1]["latest_run"] is None
+
+
+@pytest.mark.django_db
+def test_repos_needs_a_read_key(api_client):
+    RepositoryFactory()
+    assert api_client.get("/repos").status_code == 401
+    response = api_client.get("/repos", **bearer(service_key("ingest")))
+    assert response.status_code == 403
+    assert response.json()["detail"] == "A service key with scope 'read' is required."
+
+
+@pytest.mark.django_db
+def test_repos_is_readable_by_a_staff_session(client, django_user_model):
+    staff = django_user_model.objects.create_user("staff", password="pw-123456789", is_staff=True)
+    client.force_login(staff)
+    response = client.get("/repos")
+    assert response.status_code == 200
+    assert response.json() == {"registry": None, "repositories": []}
+
+
+@pytest.mark.django_db
+def test_health_is_public_and_reports_every_dependency(api_client, settings):
+    settings.EMBEDDING_BACKEND = "none"
+    settings.LLM_BASE_URL = ""
+    response = api_client.get("/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert {name: check["status"] for name, check in body["checks"].items()} == {
+        "database": "ok",
+        "pgvector": "ok",
+        "redis": "ok",
+        "broker": "ok",
+        "embeddings": "disabled",
+        "llm": "disabled",
+    }
+    assert body["checks"]["pgvector"]["detail"].startswith("pgvector 0.")
+    assert body["checks"]["llm"]["detail"] == "no LLM_BASE_URL: /ask answers extractively"
+
+
+@pytest.mark.django_db
+def test_health_is_degraded_but_200_when_the_embedding_endpoint_is_down(api_client, settings):
+    with EmbeddingServer() as server:
+        settings.EMBEDDING_BACKEND = "openai"
+        settings.EMBEDDING_URL = server.base_url
+        settings.EMBEDDING_MODEL = server.model
+        assert api_client.get("/health").json()["checks"]["embeddings"]["status"] == "ok"
+    settings.LLM_BASE_URL = f"https://user:hunter2@127.0.0.1:{server.port}/v1"
+    response = api_client.get("/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["checks"]["embeddings"] == {
+        "status": "error",
+        "detail": f"embedding endpoint http://127.0.0.1:{server.port}/v1 unreachable",
+        "ms": body["checks"]["embeddings"]["ms"],
+    }
+    assert body["checks"]["llm"]["detail"] == f"language-model endpoint https://127.0.0.1:{server.port}/v1 unreachable"
+    assert "hunter2" not in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_health_is_503_when_the_database_is_unreachable(api_client):
+    original = connection.settings_dict["HOST"]
+    connection.close()
+    connection.settings_dict["HOST"] = "/nonexistent-socket-dir"
+    try:
+        response = api_client.get("/health")
+    finally:
+        connection.close()
+        connection.settings_dict["HOST"] = original
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert (body["checks"]["database"]["status"], body["checks"]["pgvector"]["status"]) == ("error", "error")
+    assert body["checks"]["redis"]["status"] == "ok"
