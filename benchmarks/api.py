@@ -64,6 +64,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WEB_WORKERS", "4")))
     parser.add_argument("--keep-db", action="store_true", help="leave the bench_api database in place")
+    parser.add_argument(
+        "--profile", action="store_true", help="then profile each endpoint in-process (where the time goes)"
+    )
     args = parser.parse_args()
 
     wrk = shutil.which("wrk")
@@ -120,6 +123,10 @@ def main() -> int:
         ceiling_first = measure("ceiling", "/bench/ceiling")
         results = [measure(name, path) for name, path in endpoints]
         ceiling_last = measure("ceiling", "/bench/ceiling")
+        if args.profile:
+            stop(server)
+            server = None
+            run([python, str(Path(__file__).resolve()), "profile", "/bench/ceiling", *(p for _, p in endpoints)], env)
     finally:
         if server is not None:
             stop(server)
@@ -238,6 +245,42 @@ def seed() -> None:
     print(f"seeded {len(agents)} agents, 2000 chat messages, {count} price points")
 
 
+def profile(paths: list[str]) -> None:
+    """Runs inside a child process: each path through Django's test client, timed, then profiled,
+    printing where the time goes (our code, SQL waits, Redis, DRF serializers)."""
+    import cProfile
+    import pstats
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+    sys.path.insert(0, str(BASE_DIR))
+    django.setup()
+    from django.test import Client
+
+    client = Client()
+    requests = 200
+    for path in paths:
+        for _ in range(20):
+            client.get(path)
+        started = time.perf_counter()
+        for _ in range(requests):
+            client.get(path)
+        per_request = (time.perf_counter() - started) / requests * 1000
+        print(f"\n=== GET {path}: {per_request:.2f} ms per request in-process (no profiler)")
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(requests):
+            client.get(path)
+        profiler.disable()
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("cumulative").print_stats(
+            r"(?:/(?:agents|coin|chat|agentplatform)/(?!migrations)\w+\.py)|psycopg/cursor.py.*\(execute\)"
+            r"|redis/client.py.*\(execute_command\)|rest_framework/serializers.py.*\(data\)",
+            14,
+        )
+
+
 def clear_redis_prefix(env: dict[str, str], prefix: str) -> None:
     import redis
 
@@ -338,5 +381,8 @@ def run(command: list[str], env: dict[str, str]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:] == ["seed"]:
         seed()
+        sys.exit(0)
+    if sys.argv[1:2] == ["profile"]:
+        profile(sys.argv[2:])
         sys.exit(0)
     sys.exit(main())
