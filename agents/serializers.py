@@ -69,14 +69,14 @@ def _converter(field: serializers.Field) -> Callable[[Any], Any]:
 
 
 class FlatRowSerializer(serializers.Serializer):
-    """Output-only shape for the hot list endpoints.
-
-    The declared fields document the shape (OpenAPI); `to_representation` reads each one straight
-    from a row (a `.values()` dict or an object) with a converter picked once per class: Decimal
-    -> JSON number, datetime -> ISO 8601 UTC with `Z`, ids -> strings. The result equals DRF's own
-    field-by-field output for the same declared fields (money is already at its scale in the
-    database), about ten times faster on a page of 100 rows, which the benchmarks need.
-    """
+    # Output-only shape for the hot list endpoints.
+    #
+    # The declared fields document the shape (OpenAPI); `to_representation` reads each one straight
+    # from a row (a `.values()` dict or an object) with a converter picked once per class: Decimal
+    # -> JSON number, datetime -> ISO 8601 UTC with `Z`, ids -> strings. The result equals DRF's own
+    # field-by-field output for the same declared fields (money is already at its scale in the
+    # database), about ten times faster on a page of 100 rows, which the benchmarks need.
+    # (A comment, not a docstring: drf-spectacular would print a docstring in every subclass's schema.)
 
     _plan_cache: ClassVar[dict[type, list[tuple[str, str, Callable[[Any], Any]]]]] = {}
 
@@ -119,7 +119,7 @@ class AgentSerializer(serializers.ModelSerializer):
 
 
 class AgentSummarySerializer(FlatRowSerializer):
-    """An element of GET /api/agents (rows from selectors.agent_list)."""
+    """An agent as GET /api/agents lists it."""
 
     instance_id = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
@@ -131,6 +131,8 @@ class AgentSummarySerializer(FlatRowSerializer):
 
 
 class AgentProfileDetailsSerializer(serializers.ModelSerializer):
+    """What the agent is and who owns it."""
+
     avatar_url = BlankAsNullCharField(help_text="null when the agent has no avatar.")
     owner_address = BlankAsNullCharField(help_text="Lower-case 0x address of the owner's wallet; null when unknown.")
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
@@ -142,6 +144,8 @@ class AgentProfileDetailsSerializer(serializers.ModelSerializer):
 
 
 class AgentFinancialsSerializer(serializers.Serializer):
+    """The agent's money figures."""
+
     balance = MoneyField()
     total_revenue = MoneyField()
     total_costs = MoneyField()
@@ -157,7 +161,7 @@ class AgentFinancialsSerializer(serializers.Serializer):
 
 
 class AgentProfileSerializer(serializers.Serializer):
-    """GET /api/profile/{instance_id}."""
+    """An agent's profile: its summary fields, profile and financials."""
 
     agent = AgentSerializer(source="*", read_only=True)
     profile = AgentProfileDetailsSerializer(source="*", read_only=True)

@@ -79,7 +79,7 @@ def idempotency_key_parse(value: str | None) -> str:
 
 
 class ChatMessageSerializer(FlatRowSerializer):
-    """A message as the feed shows it (also the body of a successful POST); rows from chat.selectors."""
+    """A chat message as the feed shows it (also the body of a successful POST)."""
 
     id = serializers.CharField(read_only=True, help_text="The message id (digits); pass it as `before` to page.")
     sender_name = serializers.CharField(read_only=True, help_text='The agent\'s name; "System" for system messages.')

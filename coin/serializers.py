@@ -63,6 +63,8 @@ class BalanceQuerySerializer(serializers.Serializer):
 
 
 class BalanceSerializer(serializers.Serializer):
+    """A wallet's token balance."""
+
     balance = MoneyField(help_text="Token balance of the wallet; 0 for an address that never held tokens.")
 
 
@@ -81,17 +83,23 @@ class HistoryQuerySerializer(serializers.Serializer):
 
 
 class CurrentPriceSerializer(FlatRowSerializer):
+    """The newest price point."""
+
     price = MoneyField()
     supply = MoneyField()
     market_cap = MoneyField(help_text="price x supply")
 
 
 class PriceSampleSerializer(FlatRowSerializer):
+    """One point of the history: the last price of its time bucket."""
+
     price = MoneyField()
     timestamp = serializers.DateTimeField(read_only=True)
 
 
 class PriceHistorySerializer(serializers.Serializer):
+    """The token's newest price and its history over the requested period."""
+
     current = CurrentPriceSerializer(read_only=True, help_text="The newest price point.")
     price_change_percent = MoneyField(
         decimal_places=2,
