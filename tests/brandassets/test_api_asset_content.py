@@ -335,3 +335,12 @@ def test_content_resolution_is_kept_for_the_record_cache_ttl_and_a_sync_clears_i
 
     second = reader.get("/assets/acme-app/logo/0/content")
     assert (first.content, second.content) == (LIGHT_LOGO, b"<svg>v3</svg>")
+
+
+def test_head_gives_the_headers_without_the_body(reader, synced):
+    response = reader.head("/assets/acme-app/store-badge/1/content")
+
+    assert response.status_code == 200
+    assert response.content == b""
+    assert response["Content-Length"] == str(len(GOOGLE_PLAY_BADGE))
+    assert response["ETag"] == f'"{_blob_sha("acme-app", "store-badge", 1)}"'
