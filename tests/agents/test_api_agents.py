@@ -202,3 +202,12 @@ def test_profile_runs_one_query(api_client, django_assert_num_queries):
 
     with django_assert_num_queries(1):
         assert api_client.get("/api/profile/q").status_code == 200
+
+
+def test_list_with_empty_status_is_400(api_client):
+    response = api_client.get("/api/agents?status=")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {"field": "status", "message": '"" is not a status; allowed: pending, running, paused, stopped, error.'}
+    ]
