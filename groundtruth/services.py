@@ -102,7 +102,9 @@ def ingest_request(
             run = request.run
             transaction.on_commit(
                 lambda run=run: ingest_repo.apply_async(
-                    args=[run.repository_id, run.ref], kwargs={"run_id": run.pk, "trigger": run.trigger}
+                    args=[run.repository_id, run.ref],
+                    kwargs={"run_id": run.pk, "trigger": run.trigger},
+                    queue=settings.CELERY_TASK_DEFAULT_QUEUE,
                 )
             )
     return requests

@@ -1,0 +1,138 @@
+"""End to end through a real Celery worker process: an ingest requested over the API, the
+registry re-read by the worker, `ingest_all`, and a worker killed mid-ingest."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from groundtruth.models import Chunk, IngestRun, IngestStatus, Repository
+from groundtruth.services import STALE_RUNNING_ERROR, ingest_foreground, ingest_runs_stale_clear
+from groundtruth.tasks import ingest_all
+from tests.celeryworker import celery_worker, worker_kill
+from tests.gitrepos import GitWorkTree
+from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
+from tests.groundtruth.factories import bearer, service_key
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def wait_for(predicate, timeout: float = 90.0, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not reached in time")
+
+
+def finished_run(run_id: int) -> IngestRun | None:
+    run = IngestRun.objects.get(pk=run_id)
+    return run if run.status in (IngestStatus.SUCCEEDED, IngestStatus.FAILED) else None
+
+
+@pytest.fixture
+def worker_environment(settings, embedding_server, tmp_path: Path) -> dict[str, str]:
+    queue = f"test-h3-{uuid.uuid4().hex[:12]}"
+    settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    return {
+        "CELERY_QUEUE": queue,
+        "EMBEDDING_BACKEND": "openai",
+        "EMBEDDING_URL": embedding_server.base_url,
+        "EMBEDDING_MODEL": embedding_server.model,
+        "GIT_CACHE_DIR": str(tmp_path / "worker-git-cache"),
+        "INGEST_HEARTBEAT_SECONDS": "1",
+        "LOG_LEVEL": "INFO",
+    }
+
+
+def registry_environment(settings) -> dict[str, str]:
+    return {
+        "SOURCE_REGISTRY_REPO": settings.SOURCE_REGISTRY_REPO,
+        "SOURCE_REGISTRY_REF": settings.SOURCE_REGISTRY_REF,
+        "SOURCE_REGISTRY_PATH": settings.SOURCE_REGISTRY_PATH,
+    }
+
+
+def test_ingest_requested_over_the_api_runs_in_a_real_worker(
+    api_client, handbook_registered, registry_repo, worker_environment, settings, tmp_path
+):
+    environment = {**worker_environment, **registry_environment(settings)}
+    secret = service_key("ingest")
+    with celery_worker(queue=environment["CELERY_QUEUE"], environment=environment, log_path=tmp_path / "w.log"):
+        response = api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(secret))
+        assert response.status_code == 202
+        [run_id] = response.json()["run_ids"]
+        run = wait_for(lambda: finished_run(run_id))
+        assert (run.status, run.error, run.trigger, run.attempts) == (IngestStatus.SUCCEEDED, "", "api", 1)
+        assert (run.commit, run.files_added, run.chunks_added) == (handbook_registered.head(), 4, 7)
+        assert Chunk.objects.filter(repository__name="acme/handbook").count() == 7
+
+        # The worker re-reads the registry: a narrower glob applies to the next run.
+        registry_repo(
+            sources_yaml({"name": "acme/handbook", "url": str(handbook_registered.path), "include": ["docs/*.md"]}),
+            "only top-level docs",
+        )
+        response = api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(secret))
+        run = wait_for(lambda: finished_run(response.json()["run_ids"][0]))
+        assert (run.status, run.files_removed, run.files_unchanged) == (IngestStatus.SUCCEEDED, 3, 1)
+        assert sorted(set(Chunk.objects.values_list("path", flat=True))) == ["docs/index.md"]
+
+        # The beat task: every enabled repository, nothing changed, nothing embedded.
+        ingest_all.apply_async(kwargs={"trigger": "schedule"}, queue=environment["CELERY_QUEUE"])
+        run = wait_for(
+            lambda: IngestRun.objects.filter(trigger="schedule", status=IngestStatus.SUCCEEDED).first(), timeout=60
+        )
+        assert (run.chunks_embedded, run.files_unchanged) == (0, 1)
+
+
+def test_worker_killed_mid_ingest_leaves_the_previous_index_served_and_the_run_failed_once_stale(
+    api_client, registry_repo, worker_environment, embedding_server, settings, tmp_path
+):
+    tree = GitWorkTree.create(tmp_path / "big")
+    for number in range(12):
+        tree.write(f"docs/page{number:02d}.md", f"# Page {number}\n\nFirst version of page {number}.\n")
+    first = tree.commit("v1")
+    registry_repo(sources_yaml({"name": "acme/big", "url": str(tree.path), **HANDBOOK_GLOBS}))
+    [run] = ingest_foreground(repository_name="acme/big", ref=None)
+    assert run.status == IngestStatus.SUCCEEDED
+    before = sorted(Chunk.objects.values_list("path", "text", "commit"))
+    assert len(before) == 12 and {commit for *_, commit in before} == {first}
+
+    for number in range(12):
+        tree.write(f"docs/page{number:02d}.md", f"# Page {number}\n\nSecond version of page {number}.\n")
+    tree.commit("v2")
+    embedding_server.delay_seconds = 0.7  # one text per request: about 8 s for the 12 pages
+    environment = {
+        **worker_environment,
+        **registry_environment(settings),
+        "EMBEDDING_BATCH_SIZE": "1",
+        "INGEST_FILE_BATCH_SIZE": "2",
+    }
+    with celery_worker(queue=environment["CELERY_QUEUE"], environment=environment, log_path=tmp_path / "w.log") as w:
+        response = api_client.post("/ingest/repo", {"repo": "acme/big"}, format="json", **bearer(service_key("ingest")))
+        [run_id] = response.json()["run_ids"]
+        # Progress is visible through the heartbeat while the swap transaction is still open.
+        wait_for(lambda: IngestRun.objects.filter(pk=run_id, status="running", files_processed__gte=2).exists())
+        worker_kill(w)
+
+    run = IngestRun.objects.get(pk=run_id)
+    assert (run.status, run.phase) == (IngestStatus.RUNNING, "chunk_embed_write")
+    assert sorted(Chunk.objects.values_list("path", "text", "commit")) == before
+    assert Repository.objects.get(name="acme/big").last_commit == first
+
+    settings.INGEST_STALE_SECONDS = 2
+    time.sleep(3)
+    assert ingest_runs_stale_clear() == 1
+    run.refresh_from_db()
+    assert (run.status, run.error, run.phase) == (IngestStatus.FAILED, STALE_RUNNING_ERROR, "failed")
+    assert run.finished_at is not None
+    assert sorted(Chunk.objects.values_list("path", "text", "commit")) == before
+
+    # The repository is free again: a new request creates a new run.
+    response = api_client.post("/ingest/repo", {"repo": "acme/big"}, format="json", **bearer(service_key("ingest")))
+    assert response.json()["runs"][0]["created"] is True
