@@ -185,6 +185,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several models have a `status` field; name the agent one so the components do not collide.
+    "ENUM_NAME_OVERRIDES": {"AgentStatusEnum": "agents.models.AgentStatus"},
 }
 
 # --- Agent platform -------------------------------------------------------------------------
