@@ -42,30 +42,40 @@ class PriceHistory:
     history: list[PriceSample]
 
 
-# One statement: the newest point anchors the window (period ending at the newest point), the
-# window's points are put in `limit` equal time buckets, and DISTINCT ON keeps the last point
-# of each bucket. Bucket numbers use exact NUMERIC arithmetic on epoch seconds, so a point on a
-# bucket boundary always lands in the same bucket; the newest point (exactly at the window's
-# end) is clamped into the last bucket. `first_price` is the earliest raw point of the window,
-# the base of price_change_percent.
+# One statement, whose cost grows with `limit`, not with the number of points in the period:
+# the newest point anchors the period (start, end]; generate_series makes the `limit` equal time
+# buckets, and for each bucket one backward probe of the unique timestamp index fetches its last
+# point (LATERAL ... ORDER BY timestamp DESC LIMIT 1). Empty buckets give no row.
+#
+# Bucket b holds the points whose offset e from the start satisfies b <= e * limit / period < b + 1.
+# Timestamps have microsecond resolution, so the bounds are taken as whole microseconds rounded up
+# (integer arithmetic, exact): e >= P*b/L  <=>  e >= ceil_us(P*b/L). The first bucket excludes the
+# start itself and the last one is open-ended, which holds the newest point at exactly `end`.
+# `first_price` is the earliest point of the period, the base of price_change_percent.
 _HISTORY_SQL = """
 WITH newest AS (
-    SELECT timestamp, price, supply FROM {table} ORDER BY timestamp DESC LIMIT 1
-), in_window AS (
-    SELECT p.timestamp, p.price,
-           LEAST(
-               FLOOR(EXTRACT(EPOCH FROM p.timestamp - (n.timestamp - %(period)s)) * %(limit)s / %(period_seconds)s),
-               %(limit)s - 1
-           ) AS bucket
-    FROM {table} p CROSS JOIN newest n
-    WHERE p.timestamp > n.timestamp - %(period)s AND p.timestamp <= n.timestamp
-), bucket_last AS (
-    SELECT DISTINCT ON (bucket) bucket, timestamp, price FROM in_window ORDER BY bucket, timestamp DESC
+    SELECT timestamp, price, supply, timestamp - %(period)s AS period_start
+    FROM {table} ORDER BY timestamp DESC LIMIT 1
+), buckets AS (
+    SELECT
+        n.period_start
+            + ((%(period_us)s * b + %(limit)s - 1) / %(limit)s) * INTERVAL '1 microsecond'
+            + CASE WHEN b = 0 THEN INTERVAL '1 microsecond' ELSE INTERVAL '0' END AS low,
+        CASE WHEN b = %(limit)s - 1 THEN 'infinity'::timestamptz
+             ELSE n.period_start + ((%(period_us)s * (b + 1) + %(limit)s - 1) / %(limit)s) * INTERVAL '1 microsecond'
+        END AS high
+    FROM newest n CROSS JOIN generate_series(0::bigint, %(limit)s - 1) AS b
 )
-SELECT b.timestamp, b.price, n.timestamp, n.price, n.supply,
-       (SELECT w.price FROM in_window w ORDER BY w.timestamp LIMIT 1)
-FROM bucket_last b CROSS JOIN newest n
-ORDER BY b.timestamp
+SELECT last_point.timestamp, last_point.price, n.timestamp, n.price, n.supply,
+       (SELECT f.price FROM {table} f WHERE f.timestamp > n.period_start ORDER BY f.timestamp LIMIT 1)
+FROM newest n
+CROSS JOIN buckets
+CROSS JOIN LATERAL (
+    SELECT p.timestamp, p.price FROM {table} p
+    WHERE p.timestamp >= buckets.low AND p.timestamp < buckets.high
+    ORDER BY p.timestamp DESC LIMIT 1
+) AS last_point
+ORDER BY last_point.timestamp
 """
 
 
@@ -79,7 +89,7 @@ def price_history_get(*, period: timedelta, limit: int) -> PriceHistory:
     is no price data at all.
     """
     sql = _HISTORY_SQL.format(table=connection.ops.quote_name(PricePoint._meta.db_table))
-    params = {"period": period, "period_seconds": int(period.total_seconds()), "limit": limit}
+    params = {"period": period, "period_us": period // timedelta(microseconds=1), "limit": limit}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

@@ -169,3 +169,20 @@ def test_history_runs_one_query(api_client, django_assert_num_queries):
 
     with django_assert_num_queries(1):
         assert len(api_client.get(URL, {"period": "8d", "limit": "50"}).json()["history"]) == 50
+
+
+def test_bucket_bounds_are_exact_to_the_microsecond(api_client):
+    # period 1 h in 7 buckets: the first bound is 3600 s / 7 = 514.2857142857... s after the start.
+    newest = T0 + timedelta(hours=1)
+    just_before = T0 + timedelta(microseconds=514_285_714)  # still in bucket 0
+    on_or_after = T0 + timedelta(microseconds=514_285_715)  # the first microsecond of bucket 1
+    for moment, price in [(just_before, "1"), (on_or_after, "2"), (newest, "3")]:
+        PricePointFactory(timestamp=moment, price=Decimal(price))
+
+    body = api_client.get(URL, {"period": "1h", "limit": "7"}).json()
+
+    assert body["history"] == [
+        {"price": 1.0, "timestamp": "2026-05-01T00:08:34.285714Z"},
+        {"price": 2.0, "timestamp": "2026-05-01T00:08:34.285715Z"},
+        {"price": 3.0, "timestamp": "2026-05-01T01:00:00Z"},
+    ]
