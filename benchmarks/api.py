@@ -4,7 +4,7 @@
 
 What it does, in one run:
 1. Starts (or reuses) the embedded PostgreSQL under var/pgdata, creates a separate database
-   `bench_api` on it (dropped first if left over), migrates it and seeds 100 agents, a chat
+   `bench_api_<pid>` on it, migrates it and seeds 100 agents, a chat
    backlog and 45 days of 5-minute price points. Redis is the one at REDIS_URL, with a key
    prefix of this run's own (deleted at the end).
 2. Starts gunicorn with the web line of the Procfile (its options: workers, access log), on
@@ -28,6 +28,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -38,7 +39,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATABASE_NAME = "bench_api"
+# Per run, so that two runs at once (on different ports) never share a database or a log.
+DATABASE_NAME = f"bench_api_{os.getpid()}"
 # High enough never to throttle a run, low enough to stay a valid rate.
 UNTHROTTLED_RATE = "1000000000/m"
 TARGET_SHARE = 0.5
@@ -63,7 +65,7 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WEB_WORKERS", "4")))
-    parser.add_argument("--keep-db", action="store_true", help="leave the bench_api database in place")
+    parser.add_argument("--keep-db", action="store_true", help="leave the run's database in place")
     parser.add_argument(
         "--profile", action="store_true", help="then profile each endpoint in-process (where the time goes)"
     )
@@ -99,7 +101,10 @@ def main() -> int:
     print(f"database: {DATABASE_NAME} on the embedded PostgreSQL ({socket_dir})")
     recreate_database(socket_dir, drop_only=False)
     server: subprocess.Popen | None = None
-    log_path = BASE_DIR / "var" / "bench-api-gunicorn.log"
+    log_path = BASE_DIR / "var" / f"bench-api-{os.getpid()}.log"
+    if port_in_use(args.port):
+        print(f"port {args.port} is in use; pass another with --port", file=sys.stderr)
+        return 2
     try:
         run([python, "manage.py", "migrate", "--noinput", "--verbosity", "0"], env)
         run([python, str(Path(__file__).resolve()), "seed"], env)
@@ -159,6 +164,8 @@ def main() -> int:
     errors = sum(row.errors for row in rows)
     if errors:
         print(f"{errors} responses were not 2xx; see {log_path}")
+    else:
+        log_path.unlink(missing_ok=True)
     return 1 if below or errors else 0
 
 
@@ -311,7 +318,7 @@ def wait_until_serving(url: str, server: subprocess.Popen, timeout: float = 90) 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}; see var/bench-api-gunicorn.log")
+            raise SystemExit(f"the server exited with {server.returncode}; see its log under var/")
         try:
             # The first request of a worker loads the URL configuration (and what it imports).
             with urllib.request.urlopen(url, timeout=30) as response:
@@ -322,9 +329,18 @@ def wait_until_serving(url: str, server: subprocess.Popen, timeout: float = 90) 
     raise SystemExit(f"the server did not answer {url} within {timeout:.0f} s")
 
 
+def port_in_use(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 def check_endpoint(url: str) -> None:
     """One request before the load: it must be a 200 JSON answer carrying the (raised) limit headers."""
-    with urllib.request.urlopen(url, timeout=10) as response:
+    try:
+        response = urllib.request.urlopen(url, timeout=10)
+    except urllib.error.HTTPError as exc:
+        raise SystemExit(f"{url}: {exc.code} {exc.read()[:300]!r}") from exc
+    with response:
         body = response.read()
         limit = response.headers.get("X-RateLimit-Limit")
         if response.status != 200 or not body or limit != UNTHROTTLED_RATE.split("/")[0]:
