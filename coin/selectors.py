@@ -50,7 +50,8 @@ class PriceHistory:
 # Bucket b holds the points whose offset e from the start satisfies b <= e * limit / period < b + 1.
 # Timestamps have microsecond resolution, so the bounds are taken as whole microseconds rounded up
 # (integer arithmetic, exact): e >= P*b/L  <=>  e >= ceil_us(P*b/L). The first bucket excludes the
-# start itself and the last one is open-ended, which holds the newest point at exactly `end`.
+# start itself and the last one is open-ended, which holds the newest point at exactly `end`. The
+# microsecond counts stay below 2**53 (365 days is 3.2e13 us), so scaling the interval by them is exact.
 # `first_price` is the earliest point of the period, the base of price_change_percent.
 _HISTORY_SQL = """
 WITH newest AS (
