@@ -186,7 +186,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # Several models have a `status` field; name the agent one so the components do not collide.
-    "ENUM_NAME_OVERRIDES": {"AgentStatusEnum": "agents.models.AgentStatus"},
+    "ENUM_NAME_OVERRIDES": {
+        "AgentStatusEnum": "agents.models.AgentStatus",
+        "IngestRunStatusEnum": "groundtruth.models.IngestStatus",
+        "HealthStatusEnum": ["ok", "degraded", "unavailable"],
+        "HealthCheckStatusEnum": ["ok", "error", "disabled"],
+    },
 }
 
 # --- Agent platform -------------------------------------------------------------------------
@@ -231,11 +236,11 @@ if ASSET_CONTENT_CACHE_BYTES < 0:
     raise ImproperlyConfigured("ASSET_CONTENT_CACHE_BYTES must not be negative")
 # Cache-Control max-age (seconds) of /assets/.../content responses.
 ASSET_CONTENT_MAX_AGE_SECONDS = _positive_int("ASSET_CONTENT_MAX_AGE_SECONDS", 300)
-GIT_CACHE_DIR = Path(env.str("GIT_CACHE_DIR", default=str(VAR_DIR / "git-cache")))
-# Token for private https repositories; sent as an HTTP header, never logged or returned.
 # How long a web worker keeps the asset row a content URL resolved to (seconds; 0: ask the
 # database every time). A sync clears it in its own process; other workers follow within this.
 ASSET_RECORD_CACHE_SECONDS = _non_negative_float("ASSET_RECORD_CACHE_SECONDS", 5.0)
+GIT_CACHE_DIR = Path(env.str("GIT_CACHE_DIR", default=str(VAR_DIR / "git-cache")))
+# Token for private https repositories; sent as an HTTP header, never logged or returned.
 GIT_HTTP_TOKEN = env.str("GIT_HTTP_TOKEN", default="")
 # User name sent with the token (HTTP Basic); GitHub expects x-access-token.
 GIT_HTTP_USERNAME = env.str("GIT_HTTP_USERNAME", default="x-access-token")
