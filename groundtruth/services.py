@@ -70,13 +70,11 @@ def ingest_request(
     *, repository_name: str | None, ref: str | None, trigger: str, enqueue: bool = True
 ) -> list[RunRequest]:
     """Re-reads the registry, then requests a run of one repository (or of every enabled one)
-    and enqueues the created runs once the transaction commits.
+    and enqueues the created runs once their transaction commits. Call it outside a transaction.
 
     Raises Conflict when the registry is invalid or the repository is disabled, NotFound when
     it is not listed, ServiceUnavailable when the registry repository cannot be reached.
     """
-    from groundtruth.tasks import ingest_repo
-
     try:
         registry_load()
     except RegistryInvalid as exc:
@@ -96,7 +94,17 @@ def ingest_request(
         repositories = [repository]
     else:
         repositories = list(Repository.objects.filter(enabled=True).order_by("name"))
-    requests = [ingest_run_request(repository=repository, ref=ref, trigger=trigger) for repository in repositories]
+    # The registry load above commits on its own (its error record must survive a refusal);
+    # the runs and their enqueueing commit together.
+    with transaction.atomic():
+        requests = [ingest_run_request(repository=repository, ref=ref, trigger=trigger) for repository in repositories]
+        _runs_enqueue(requests, enqueue=enqueue)
+    return requests
+
+
+def _runs_enqueue(requests: list[RunRequest], *, enqueue: bool) -> None:
+    from groundtruth.tasks import ingest_repo
+
     for request in requests:
         if request.created and enqueue:
             run = request.run
@@ -107,7 +115,6 @@ def ingest_request(
                     queue=settings.CELERY_TASK_DEFAULT_QUEUE,
                 )
             )
-    return requests
 
 
 def ingest_run_claim(*, run_id: int, task_id: str = "") -> IngestRun | None:
@@ -247,8 +254,7 @@ def ingest_foreground(
     from groundtruth.ingest.pipeline import ingest_run_execute
 
     runs: list[IngestRun] = []
-    with transaction.atomic():
-        requests = ingest_request(repository_name=repository_name, ref=ref, trigger=trigger, enqueue=False)
+    requests = ingest_request(repository_name=repository_name, ref=ref, trigger=trigger, enqueue=False)
     for request in requests:
         if not request.created:
             runs.append(request.run)

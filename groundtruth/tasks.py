@@ -18,7 +18,6 @@ import random
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
 
 from agentplatform.errors import ApplicationError
 from groundtruth.embeddings import EmbeddingUnavailable
@@ -78,8 +77,7 @@ def ingest_all(trigger: str = IngestTrigger.SCHEDULE) -> list[int]:
     from groundtruth.services import ingest_request
 
     try:
-        with transaction.atomic():
-            requests = ingest_request(repository_name=None, ref=None, trigger=trigger)
+        requests = ingest_request(repository_name=None, ref=None, trigger=trigger)
     except ApplicationError as exc:
         # An invalid registry (Conflict) or an unreachable one (ServiceUnavailable): the last
         # good registry and index stay served; the error is on the Registry row for the admin.

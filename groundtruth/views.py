@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.authentication import SessionAuthentication
@@ -133,12 +132,11 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         payload = IngestRequestSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         trigger = IngestTrigger.ADMIN if getattr(request.user, "is_staff", False) else IngestTrigger.API
-        with transaction.atomic():
-            requests = services.ingest_request(
-                repository_name=payload.validated_data.get("repo"),
-                ref=payload.validated_data.get("ref"),
-                trigger=trigger,
-            )
+        requests = services.ingest_request(
+            repository_name=payload.validated_data.get("repo"),
+            ref=payload.validated_data.get("ref"),
+            trigger=trigger,
+        )
         runs = []
         for item in requests:
             item.run.created = item.created

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from agents.models import ApiKeyKind
 from agents.services import api_key_create
-from groundtruth.models import IngestRun, IngestStatus, Repository
+from groundtruth.models import IngestRun, IngestStatus, Registry, Repository
 from groundtruth.services import STALE_RUNNING_ERROR
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
@@ -158,6 +158,9 @@ def test_post_with_an_invalid_registry_is_409_with_its_errors_and_keeps_everythi
     ]
     assert IngestRun.objects.count() == 1
     assert list(Repository.objects.values_list("name", "url", "include", "enabled")) == before
+    registry = Registry.objects.get()
+    assert registry.last_error == "\n".join(error["message"] for error in body["errors"])
+    assert "includes:" not in registry.content  # the last good registry is kept
 
 
 def test_post_for_a_disabled_repository_is_409(api_client, registry_repo, handbook):
