@@ -55,6 +55,7 @@ class Measurement:
     p99_ms: float
     requests: int
     errors: int
+    cpu_ms_per_request: float = 0.0
 
 
 def main() -> int:
@@ -122,8 +123,11 @@ def main() -> int:
 
         def measure(name: str, path: str) -> Measurement:
             wrk_run(wrk, base + path, args.warmup, args.connections, args.threads)
+            cpu_before = server_cpu_seconds(server.pid)
             result = wrk_run(wrk, base + path, args.duration, args.connections, args.threads)
-            return Measurement(name=name, path=path, **result)
+            cpu_after = server_cpu_seconds(server.pid)
+            cpu = sum(seconds - cpu_before.get(pid, 0.0) for pid, seconds in cpu_after.items())
+            return Measurement(name=name, path=path, **result, cpu_ms_per_request=cpu / result["requests"] * 1000)
 
         ceiling_first = measure("ceiling", "/bench/ceiling")
         results = [measure(name, path) for name, path in endpoints]
@@ -140,12 +144,16 @@ def main() -> int:
             recreate_database(socket_dir, drop_only=True)
 
     ceiling_rps = (ceiling_first.requests_per_second + ceiling_last.requests_per_second) / 2
+    ceiling_cpu = (ceiling_first.cpu_ms_per_request + ceiling_last.cpu_ms_per_request) / 2
     print()
     print(
         f"{args.connections} concurrent connections, {args.duration} s each, gunicorn {args.workers} workers, "
         f"wrk {args.threads} threads, {os.cpu_count()} CPUs"
     )
-    header = f"{'endpoint':<40} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'of ceiling':>11}"
+    header = (
+        f"{'endpoint':<40} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'of ceiling':>11}"
+        f" {'CPU ms/req':>11} {'CPU-bound share':>16}"
+    )
     print(header)
     print("-" * len(header))
     rows = [ceiling_first, *results, ceiling_last]
@@ -158,9 +166,17 @@ def main() -> int:
             below.append(row.path)
         print(
             f"GET {row.path:<36} {row.requests_per_second:>9.0f} {row.p50_ms:>8.2f} {row.p99_ms:>8.2f} "
-            f"{row.errors:>7} {share:>10.0%} {verdict}"
+            f"{row.errors:>7} {share:>10.0%} {row.cpu_ms_per_request:>11.2f} "
+            f"{ceiling_cpu / row.cpu_ms_per_request:>16.0%} {verdict}"
         )
     print(f"ceiling reference (mean of first and last): {ceiling_rps:.0f} req/s; target >= {TARGET_SHARE:.0%}")
+    print(
+        "CPU ms/req: CPU time of the gunicorn workers and of this run's PostgreSQL backends per request "
+        "(not Redis, which other clients share); CPU-bound share = the ceiling's CPU per request / the "
+        "endpoint's, the share of the ceiling to expect where CPU, not waiting, is the limit."
+    )
+    load = os.getloadavg()
+    print(f"load average during the run: {load[0]:.1f} (1 min), {load[1]:.1f} (5 min) on {os.cpu_count()} CPUs")
     errors = sum(row.errors for row in rows)
     if errors:
         print(f"{errors} responses were not 2xx; see {log_path}")
@@ -327,6 +343,26 @@ def wait_until_serving(url: str, server: subprocess.Popen, timeout: float = 90) 
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             time.sleep(0.3)
     raise SystemExit(f"the server did not answer {url} within {timeout:.0f} s")
+
+
+def server_cpu_seconds(master_pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) so far of each gunicorn worker and each PostgreSQL backend
+    serving this run's database, by pid."""
+    import psutil
+
+    processes = psutil.Process(master_pid).children()
+    for process in psutil.process_iter(["cmdline"]):
+        command = " ".join(process.info["cmdline"] or ())
+        if command.startswith("postgres: ") and f" {DATABASE_NAME} " in command:
+            processes.append(process)
+    seconds = {}
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        seconds[process.pid] = times.user + times.system
+    return seconds
 
 
 def port_in_use(port: int) -> bool:
