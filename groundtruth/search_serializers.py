@@ -18,14 +18,14 @@ QUESTION_MAX_CHARS = 2000
 class _NoUnknownFields(serializers.Serializer):
     """Refuses keys it does not declare: a misspelt `scope` must not silently search everything."""
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if isinstance(self.initial_data, dict):
-            unknown = sorted(set(self.initial_data) - set(self.fields))
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
             if unknown:
                 raise serializers.ValidationError(
                     {name: f"unknown field; allowed: {', '.join(self.fields)}" for name in unknown}
                 )
-        return attrs
+        return super().to_internal_value(data)
 
 
 class SearchQuerySerializer(serializers.Serializer):

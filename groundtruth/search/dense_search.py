@@ -46,11 +46,14 @@ def dense_search_sql(*, dimension: int) -> str:
     """
 
 
-def dense_session_settings(cursor) -> None:
-    """Per-transaction HNSW settings (SET LOCAL: they end with the surrounding transaction)."""
-    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(settings.SEARCH_HNSW_EF_SEARCH)])
-    cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-    cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(settings.SEARCH_HNSW_MAX_SCAN_TUPLES)])
+def dense_session_statements() -> list[str]:
+    """Transaction-local HNSW settings (set_config(..., true) is SET LOCAL: they end with the
+    surrounding transaction and never leak into a pooled connection)."""
+    return [
+        f"SELECT set_config('hnsw.ef_search', '{int(settings.SEARCH_HNSW_EF_SEARCH)}', true)",
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        f"SELECT set_config('hnsw.max_scan_tuples', '{int(settings.SEARCH_HNSW_MAX_SCAN_TUPLES)}', true)",
+    ]
 
 
 def dense_candidates(
@@ -63,7 +66,8 @@ def dense_candidates(
     if not repository_ids:
         return []
     with connection.cursor() as cursor:
-        dense_session_settings(cursor)
+        for statement in dense_session_statements():
+            cursor.execute(statement)
         cursor.execute(
             dense_search_sql(dimension=len(embedding)),
             {

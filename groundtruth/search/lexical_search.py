@@ -116,46 +116,56 @@ def candidate_lexemes(query: LexicalQuery, *, max_candidates: int) -> list[str]:
     return chosen
 
 
+LEXICAL_SQL = """
+    WITH corpus AS (
+        SELECT greatest(total_length::float8 / nullif(document_count, 0), 1.0) AS average_length
+        FROM groundtruth_corpus_statistic WHERE id = 1
+    )
+    SELECT chunk.id,
+           sum(term.idf * entry.frequency * (%(k1)s + 1)
+               / (entry.frequency + %(k1)s * (1 - %(b)s + %(b)s * chunk.lexeme_count / corpus.average_length)))
+               AS score,
+           array_agg(term.lexeme ORDER BY term.lexeme) AS matched
+    FROM groundtruth_chunk AS chunk
+    CROSS JOIN corpus
+    CROSS JOIN LATERAL (
+        SELECT unnested.lexeme, coalesce(array_length(unnested.positions, 1), 1) AS frequency
+        FROM unnest(chunk.search_vector) AS unnested
+    ) AS entry
+    JOIN unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS term(lexeme, idf) ON term.lexeme = entry.lexeme
+    WHERE chunk.search_vector @@ %(tsquery)s::tsquery
+      AND chunk.repository_id = ANY(%(repository_ids)s)
+    GROUP BY chunk.id
+    ORDER BY score DESC, chunk.id
+    LIMIT %(depth)s
+"""
+
+
+def lexical_parameters(
+    *, query: LexicalQuery, lexemes: list[str], repository_ids: list[int], depth: int
+) -> dict[str, object]:
+    """Parameters of LEXICAL_SQL: every lexeme some chunk has is scored; `lexemes` find candidates."""
+    scored = [term for term in query.terms if term.document_frequency > 0]
+    return {
+        "k1": settings.SEARCH_BM25_K1,
+        "b": settings.SEARCH_BM25_B,
+        "lexemes": [term.lexeme for term in scored],
+        "idfs": [term.idf for term in scored],
+        "tsquery": _tsquery_literal(lexemes),
+        "repository_ids": repository_ids,
+        "depth": depth,
+    }
+
+
 def lexical_candidates(*, query: LexicalQuery, repository_ids: list[int], depth: int) -> list[LexicalHit]:
     """The `depth` best chunks of the given repositories by BM25, best first."""
     lexemes = candidate_lexemes(query, max_candidates=settings.SEARCH_LEXICAL_MAX_CANDIDATES)
     if not lexemes or not repository_ids:
         return []
-    scored = [term for term in query.terms if term.document_frequency > 0]
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            WITH corpus AS (
-                SELECT greatest(total_length::float8 / nullif(document_count, 0), 1.0) AS average_length
-                FROM groundtruth_corpus_statistic WHERE id = 1
-            )
-            SELECT chunk.id,
-                   sum(term.idf * entry.frequency * (%(k1)s + 1)
-                       / (entry.frequency + %(k1)s * (1 - %(b)s + %(b)s * chunk.lexeme_count / corpus.average_length)))
-                       AS score,
-                   array_agg(term.lexeme ORDER BY term.lexeme) AS matched
-            FROM groundtruth_chunk AS chunk
-            CROSS JOIN corpus
-            CROSS JOIN LATERAL (
-                SELECT unnested.lexeme, coalesce(array_length(unnested.positions, 1), 1) AS frequency
-                FROM unnest(chunk.search_vector) AS unnested
-            ) AS entry
-            JOIN unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS term(lexeme, idf) ON term.lexeme = entry.lexeme
-            WHERE chunk.search_vector @@ %(tsquery)s::tsquery
-              AND chunk.repository_id = ANY(%(repository_ids)s)
-            GROUP BY chunk.id
-            ORDER BY score DESC, chunk.id
-            LIMIT %(depth)s
-            """,
-            {
-                "k1": settings.SEARCH_BM25_K1,
-                "b": settings.SEARCH_BM25_B,
-                "lexemes": [term.lexeme for term in scored],
-                "idfs": [term.idf for term in scored],
-                "tsquery": _tsquery_literal(lexemes),
-                "repository_ids": repository_ids,
-                "depth": depth,
-            },
+            LEXICAL_SQL,
+            lexical_parameters(query=query, lexemes=lexemes, repository_ids=repository_ids, depth=depth),
         )
         return [
             LexicalHit(chunk_id=chunk_id, score=float(score), matched_lexemes=tuple(matched))

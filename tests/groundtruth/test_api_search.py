@@ -1,0 +1,124 @@
+"""GET /search: auth, input validation, result shape, repository filter."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.groundtruth.factories import RepositoryFactory, bearer, service_key
+from tests.groundtruth.search_fixtures import COMMIT, COMMUNITY, HANDBOOK, chunks_index
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def indexed():
+    handbook = RepositoryFactory(name="acme/handbook", url="https://github.com/acme/handbook.git", trust="canonical")
+    community = RepositoryFactory(name="acme/community", url="/srv/git/community", trust="community")
+    return {"handbook": chunks_index(handbook, HANDBOOK), "community": chunks_index(community, COMMUNITY)}
+
+
+@pytest.fixture
+def reader():
+    return bearer(service_key("read"))
+
+
+def test_search_without_credentials_is_401(api_client, indexed):
+    response = api_client.get("/search", {"q": "broker"})
+
+    assert response.status_code == 401
+    assert response.json()["code"] == "not_authenticated"
+
+
+def test_search_with_an_ingest_only_key_is_403(api_client, indexed):
+    response = api_client.get("/search", {"q": "broker"}, **bearer(service_key("ingest")))
+
+    assert response.status_code == 403
+    assert response.json()["detail"] == "A service key with scope 'read' is required."
+
+
+def test_search_returns_cited_chunks_best_first(api_client, indexed, reader, settings):
+    # The lexical leg alone, so that the score is one exact reciprocal rank.
+    settings.SEARCH_DENSE_WEIGHT = 0.0
+    broker = indexed["handbook"][0]
+
+    response = api_client.get("/search", {"q": "CELERY_BROKER_URL", "repo": "acme/handbook", "limit": 1}, **reader)
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "query": "CELERY_BROKER_URL",
+        "results": [
+            {
+                "chunk_id": broker.pk,
+                "text": broker.text,
+                "score": round(1 / (settings.SEARCH_RRF_K + 1), 6),
+                "heading": ["Background jobs", "Broker"],
+                "trust": "canonical",
+                "citation": {
+                    "repo": "acme/handbook",
+                    "path": "docs/celery.md",
+                    "commit": COMMIT,
+                    "line": 10,
+                    "end_line": 13,
+                    "url": f"https://github.com/acme/handbook/blob/{COMMIT}/docs/celery.md#L10-L13",
+                },
+            }
+        ],
+    }
+
+
+def test_search_of_a_local_repository_cites_without_url(api_client, indexed, reader):
+    response = api_client.get("/search", {"q": "CELERY_BROKER_URL", "repo": "acme/community"}, **reader)
+
+    assert [result["citation"] for result in response.json()["results"]] == [
+        {"repo": "acme/community", "path": "faq/broker.md", "commit": COMMIT, "line": 1, "end_line": 4, "url": None}
+    ]
+
+
+def test_search_without_repo_covers_every_enabled_repository(api_client, indexed, reader):
+    RepositoryFactory(name="acme/retired", enabled=False)
+
+    response = api_client.get("/search", {"q": "CELERY_BROKER_URL", "limit": 2}, **reader)
+
+    assert [result["citation"]["repo"] for result in response.json()["results"]] == ["acme/handbook", "acme/community"]
+
+
+def test_search_limit_defaults_to_10_and_is_honoured(api_client, indexed, reader):
+    default = api_client.get("/search", {"q": "redis workers connection certificate retries"}, **reader)
+    three = api_client.get("/search", {"q": "redis workers connection certificate retries", "limit": 3}, **reader)
+
+    assert len(default.json()["results"]) == 6  # every chunk, fewer than 10
+    assert len(three.json()["results"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "message"),
+    [
+        ({}, "q", "q is required: the text to search for"),
+        ({"q": "   "}, "q", "q must not be empty"),
+        ({"q": "x" * 1001}, "q", "q may be at most 1000 characters"),
+        ({"q": "broker", "limit": "0"}, "limit", "limit must be an integer from 1 to 50"),
+        ({"q": "broker", "limit": "51"}, "limit", "limit must be an integer from 1 to 50"),
+        ({"q": "broker", "limit": "ten"}, "limit", "limit must be an integer from 1 to 50"),
+        ({"q": "broker", "repo": ""}, "repo", "repo must name a repository (owner/name) when given"),
+    ],
+)
+def test_search_with_bad_input_is_400_naming_the_field(api_client, indexed, reader, params, field, message):
+    response = api_client.get("/search", params, **reader)
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/problem+json"
+    assert response.json()["errors"] == [{"field": field, "message": message}]
+
+
+def test_search_of_an_unknown_repository_is_400_naming_it(api_client, indexed, reader):
+    response = api_client.get("/search", {"q": "broker", "repo": "acme/nope"}, **reader)
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "type": "urn:problem:unknown_repository",
+        "title": "Invalid input",
+        "status": 400,
+        "detail": "Unknown repository acme/nope; indexed repositories: acme/community, acme/handbook.",
+        "code": "unknown_repository",
+        "errors": [{"field": "repo", "message": "unknown repository acme/nope"}],
+    }

@@ -1,0 +1,208 @@
+"""The legs of the hybrid search: BM25 scores, identifiers, OR semantics, filtered HNSW scans,
+fusion with trust tiers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.db import connection, transaction
+
+from groundtruth.models import Chunk
+from groundtruth.search.dense_search import dense_candidates
+from groundtruth.search.fusion import reciprocal_rank_fusion
+from groundtruth.search.hybrid_search import chunk_search
+from groundtruth.search.lexical_index import query_lexemes
+from groundtruth.search.lexical_search import candidate_lexemes, lexical_candidates, lexical_query_build
+from groundtruth.search.query_embedding import query_embed, query_embedding_cache
+from tests.groundtruth.factories import RepositoryFactory
+from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, Section, chunks_index
+
+pytestmark = pytest.mark.django_db
+
+
+def _bm25(*, tf: int, df: int, length: int, n: int, average: float, k1: float = 1.2, b: float = 0.75) -> float:
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))
+
+
+def test_lexical_leg_scores_are_bm25_with_idf_saturation_and_length_normalisation(settings):
+    settings.SEARCH_BM25_K1, settings.SEARCH_BM25_B = 1.2, 0.75
+    repository = RepositoryFactory()
+    short, long_, other = chunks_index(
+        repository,
+        [
+            Section(path="a.md", heading=(), text="alpha alpha beta", start_line=1),
+            Section(path="b.md", heading=(), text="alpha gamma delta zeta epsilon kappa", start_line=1),
+            Section(path="c.md", heading=(), text="beta gamma", start_line=1),
+        ],
+    )
+    lengths = dict(Chunk.objects.values_list("pk", "lexeme_count"))
+    assert [lengths[short.pk], lengths[long_.pk], lengths[other.pk]] == [3, 6, 2]
+    average = 11 / 3
+
+    hits = lexical_candidates(query=lexical_query_build(text="alpha beta"), repository_ids=[repository.pk], depth=10)
+
+    expected = {
+        short.pk: _bm25(tf=2, df=2, length=3, n=3, average=average) + _bm25(tf=1, df=2, length=3, n=3, average=average),
+        other.pk: _bm25(tf=1, df=2, length=2, n=3, average=average),
+        long_.pk: _bm25(tf=1, df=2, length=6, n=3, average=average),
+    }
+    assert [hit.chunk_id for hit in hits] == [short.pk, other.pk, long_.pk]
+    assert [round(hit.score, 9) for hit in hits] == [round(expected[hit.chunk_id], 9) for hit in hits]
+    assert [hit.matched_lexemes for hit in hits] == [("alpha", "beta"), ("beta",), ("alpha",)]
+
+
+def test_a_question_matches_chunks_that_lack_some_of_its_words(settings):
+    repository = RepositoryFactory()
+    chunks_index(repository, HANDBOOK)
+
+    hits = lexical_candidates(
+        query=lexical_query_build(text="How long is the wait between webhook retries, and why?"),
+        repository_ids=[repository.pk],
+        depth=3,
+    )
+
+    assert Chunk.objects.get(pk=hits[0].chunk_id).path == "docs/retries.md"
+
+
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [("CELERY_BROKER_URL", "docs/celery.md"), ("what does select_for_update do here", "docs/locking.md")],
+)
+def test_exact_identifiers_find_the_chunk_that_contains_them(query, path):
+    repository = RepositoryFactory()
+    chunks_index(repository, HANDBOOK)
+
+    outcome = chunk_search(query=query, repositories=[repository], limit=5)
+
+    assert outcome.hits[0].chunk.path == path
+    assert outcome.hits[0].lexical_rank == 1
+
+
+def test_identifiers_are_indexed_whole_and_split():
+    assert query_lexemes("Is CELERY_BROKER_URL read by django.db.models or maxRetryCount?") == [
+        "celeri",
+        "broker",
+        "url",
+        "read",
+        "django.db.models",
+        "maxretrycount",
+        "django",
+        "db",
+        "model",
+        "max",
+        "retri",
+        "count",
+        "celery_broker_url",
+    ]
+    repository = RepositoryFactory()
+    (chunk,) = chunks_index(
+        repository, [Section(path="x.md", heading=(), text="CELERY_BROKER_URL and CELERY_BROKER_URL", start_line=1)]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT search_vector::text FROM groundtruth_chunk WHERE id = %s", [chunk.pk])
+        # The stop word `and` takes position 4; the whole identifier keeps its frequency of 2.
+        assert cursor.fetchone()[0] == "'broker':2,6 'celeri':1,5 'celery_broker_url':8,9 'url':3,7"
+    assert Chunk.objects.get(pk=chunk.pk).lexeme_count == 8
+
+
+def test_candidate_lexemes_take_the_rarest_first_within_the_budget():
+    repository = RepositoryFactory()
+    chunks_index(
+        repository,
+        [
+            Section(path=f"{n}.md", heading=(), text=f"common words here{' rare' if n == 0 else ''}", start_line=1)
+            for n in range(4)
+        ],
+    )
+    query = lexical_query_build(text="rare common")
+
+    assert candidate_lexemes(query, max_candidates=2) == ["rare"]
+    assert candidate_lexemes(query, max_candidates=5) == ["rare", "common"]
+
+
+def test_dense_leg_filtered_to_a_small_repository_is_not_starved(settings):
+    settings.SEARCH_HNSW_EF_SEARCH = 1
+    big = RepositoryFactory(name="acme/big")
+    small = RepositoryFactory(name="acme/small")
+    chunks_index(
+        big,
+        [
+            Section(path=f"docs/{n}.md", heading=("Broker",), text=f"Redis broker settings, part {n}.", start_line=1)
+            for n in range(40)
+        ],
+    )
+    small_chunks = chunks_index(
+        small,
+        [
+            Section(path="docs/a.md", heading=("Broker",), text="Redis broker URL for workers.", start_line=1),
+            Section(path="docs/b.md", heading=("TLS",), text="Certificates of receivers.", start_line=1),
+        ],
+    )
+    embedding = query_embed(text="Which Redis broker do workers use?")
+
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            # Make the planner take the HNSW index even on this small table.
+            cursor.execute("SELECT set_config('enable_seqscan', 'off', true)")
+        hits = dense_candidates(
+            embedding=embedding.vector, model_name=embedding.model_name, repository_ids=[small.pk], depth=2
+        )
+
+    assert sorted(hit.chunk_id for hit in hits) == sorted(chunk.pk for chunk in small_chunks)
+    assert hits[0].chunk_id == small_chunks[0].pk
+
+
+def test_trust_tier_ranks_canonical_above_community_for_the_same_passage(settings):
+    handbook = RepositoryFactory(name="acme/handbook", trust="canonical")
+    community = RepositoryFactory(name="acme/community", trust="community")
+    chunks_index(handbook, HANDBOOK[:1])
+    chunks_index(community, COMMUNITY)
+
+    outcome = chunk_search(query="CELERY_BROKER_URL redis", repositories=[handbook, community], limit=2)
+
+    assert [hit.chunk.repository.name for hit in outcome.hits] == ["acme/handbook", "acme/community"]
+    assert round(outcome.hits[1].score / outcome.hits[0].score, 9) == round(
+        settings.SEARCH_TRUST_WEIGHTS["community"] / settings.SEARCH_TRUST_WEIGHTS["canonical"], 9
+    )
+
+
+def test_reciprocal_rank_fusion_weights_legs_and_tiers():
+    fused = reciprocal_rank_fusion(
+        lexical_ids=[1, 2],
+        dense_ids=[2, 3],
+        trust_by_chunk={1: "canonical", 2: "community", 3: "canonical"},
+        lexical_weight=2.0,
+        dense_weight=1.0,
+        rank_constant=10,
+        trust_weights={"canonical": 1.0, "community": 0.5},
+    )
+
+    assert [(hit.chunk_id, round(hit.score, 9), hit.lexical_rank, hit.dense_rank) for hit in fused] == [
+        (1, round(2 / 11, 9), 1, None),
+        (2, round((2 / 12 + 1 / 11) * 0.5, 9), 2, 1),
+        (3, round(1 / 12, 9), None, 2),
+    ]
+
+
+def test_repeated_queries_are_served_from_the_embedding_cache():
+    cache = query_embedding_cache()
+    cache.clear()
+
+    first = query_embed(text="how are   retries scheduled")
+    second = query_embed(text="how are retries scheduled")
+
+    assert (first.cached, second.cached) == (False, True)
+    assert first.vector == second.vector
+    assert (cache.hits, cache.misses, len(cache)) == (1, 1, 1)
+
+
+def test_embedding_cache_is_bounded(settings):
+    settings.SEARCH_EMBEDDING_CACHE_SIZE = 2
+    cache = query_embedding_cache()
+    for text in ("one", "two", "three"):
+        query_embed(text=text)
+
+    assert len(cache) == 2
+    assert query_embed(text="one").cached is False
