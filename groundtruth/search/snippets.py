@@ -4,8 +4,9 @@ A chunk is a whole section (up to CHUNK_MAX_CHARS); a citation should point at t
 that answer. Each line is scored by the IDF of the question's lexemes it contains (the same
 stemming and identifier rules as the index); the snippet is the window of at most
 ASK_SNIPPET_MAX_LINES consecutive lines whose distinct lexemes carry the most IDF, the
-shortest such window winning ties, trimmed of blank edge lines. A chunk found by the dense leg
-alone shares no lexeme with the question; its snippet is then its opening lines.
+shortest such window winning ties, grown (within the limit) so that it does not cut a sentence,
+and trimmed of blank edge lines. A chunk found by the dense leg alone shares no lexeme with
+the question; its snippet is then its opening lines.
 """
 
 from __future__ import annotations
@@ -30,6 +31,20 @@ def _trimmed(lines: list[str], start: int, end: int) -> tuple[int, int]:
         start += 1
     while end - 1 > start and not lines[end - 1].strip():
         end -= 1
+    return start, end
+
+
+_SENTENCE_END = (".", ":", "!", "?", "`", "|", ")")
+
+
+def _whole_sentences(lines: list[str], start: int, end: int, max_lines: int) -> tuple[int, int]:
+    """Grows [start, end) within max_lines so the snippet neither starts nor ends mid-sentence."""
+    while end < len(lines) and end - start < max_lines and lines[end].strip():
+        if lines[end - 1].rstrip().endswith(_SENTENCE_END):
+            break
+        end += 1
+    while start > 0 and end - start < max_lines and lines[start - 1].strip() and lines[start][:1].islower():
+        start -= 1
     return start, end
 
 
@@ -61,7 +76,7 @@ def snippets_narrow(*, chunks: list[Chunk], query: LexicalQuery, max_lines: int)
         line_lexemes = flat_lexemes[offset : offset + len(lines)]
         offset += len(lines)
         window = _best_window(line_lexemes, idf, max_lines) or (0, min(max_lines, len(lines)))
-        start, end = _trimmed(lines, *window)
+        start, end = _trimmed(lines, *_whole_sentences(lines, *window, max_lines))
         snippets.append(
             Snippet(
                 text="\n".join(lines[start:end]),

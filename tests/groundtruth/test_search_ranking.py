@@ -15,6 +15,7 @@ from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import query_lexemes
 from groundtruth.search.lexical_search import candidate_lexemes, lexical_candidates, lexical_query_build
 from groundtruth.search.query_embedding import query_embed, query_embedding_cache
+from groundtruth.search.snippets import snippets_narrow
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, Section, chunks_index
 
@@ -206,3 +207,47 @@ def test_embedding_cache_is_bounded(settings):
 
     assert len(cache) == 2
     assert query_embed(text="one").cached is False
+
+
+def test_snippets_are_the_lines_that_carry_the_question_without_cutting_sentences():
+    repository = RepositoryFactory()
+    (chunk,) = chunks_index(
+        repository,
+        [
+            Section(
+                path="docs/redis.md",
+                heading=("Redis", "Memory"),
+                text=(
+                    "## Memory\n"
+                    "Each queued delivery takes about 200 bytes in Redis.\n"
+                    "Set `maxmemory-policy noeviction`: an eviction policy such as\n"
+                    "`allkeys-lru` would silently drop queued deliveries.\n"
+                    "\n"
+                    "Keys start with the configured prefix."
+                ),
+                start_line=40,
+            )
+        ],
+    )
+
+    (snippet,) = snippets_narrow(
+        chunks=[chunk], query=lexical_query_build(text="Which eviction policy should Redis use?"), max_lines=3
+    )
+
+    assert (snippet.start_line, snippet.end_line) == (41, 43)
+    assert snippet.text == (
+        "Each queued delivery takes about 200 bytes in Redis.\n"
+        "Set `maxmemory-policy noeviction`: an eviction policy such as\n"
+        "`allkeys-lru` would silently drop queued deliveries."
+    )
+
+
+def test_snippet_of_a_chunk_sharing_no_word_with_the_question_is_its_opening():
+    repository = RepositoryFactory()
+    (chunk,) = chunks_index(
+        repository, [Section(path="a.md", heading=(), text="\nfirst line.\nsecond line.\nthird line.", start_line=7)]
+    )
+
+    (snippet,) = snippets_narrow(chunks=[chunk], query=lexical_query_build(text="zebra"), max_lines=2)
+
+    assert (snippet.text, snippet.start_line, snippet.end_line) == ("first line.", 8, 8)
