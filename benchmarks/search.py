@@ -208,14 +208,27 @@ def main() -> None:
     repository_ids = [repository.pk for repository in repositories]
     depth = max(settings.SEARCH_CANDIDATE_DEPTH, 10)
 
-    timings: dict[str, list[float]] = {"embedding": [], "lexical SQL": [], "dense SQL": []}
-    embeddings = {}
+    _, secret = api_key_create(kind=ApiKeyKind.SERVICE, name="search benchmark", scopes=["read"])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    cache = query_embedding_cache()
+    uncached, cached = "/search, embedding not cached", "/search, embedding cached"
+    timings: dict[str, list[float]] = {"embedding": [], "lexical SQL": [], "dense SQL": [], uncached: [], cached: []}
+
+    def search(query: str, label: str) -> None:
+        started = time.perf_counter()
+        response = client.get("/search", {"q": query, "limit": 10})
+        timings[label].append(time.perf_counter() - started)
+        if response.status_code != 200:
+            raise SystemExit(f"/search answered {response.status_code}: {response.content[:300]!r}")
+
+    # Every measurement of a query runs back to back with the others, so that a change of load
+    # on the machine during the run affects them alike.
     for _ in range(args.rounds):
+        cache.clear()
         for query in queries:
             started = time.perf_counter()
             vector = backend.embed([query])[0]
             timings["embedding"].append(time.perf_counter() - started)
-            embeddings[query] = vector
             started = time.perf_counter()
             lexical_candidates(query=lexical_query_build(text=query), repository_ids=repository_ids, depth=depth)
             timings["lexical SQL"].append(time.perf_counter() - started)
@@ -225,21 +238,8 @@ def main() -> None:
                     embedding=vector, model_name=backend.model_name, repository_ids=repository_ids, depth=depth
                 )
             timings["dense SQL"].append(time.perf_counter() - started)
-
-    _, secret = api_key_create(kind=ApiKeyKind.SERVICE, name="search benchmark", scopes=["read"])
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
-    cache = query_embedding_cache()
-    timings["/search, embedding not cached"] = []
-    timings["/search, embedding cached"] = []
-    for _ in range(args.rounds):
-        cache.clear()
-        for label in ("/search, embedding not cached", "/search, embedding cached"):
-            for query in queries:
-                started = time.perf_counter()
-                response = client.get("/search", {"q": query, "limit": 10})
-                timings[label].append(time.perf_counter() - started)
-                if response.status_code != 200:
-                    raise SystemExit(f"/search answered {response.status_code}: {response.content[:300]!r}")
+            search(query, uncached)
+            search(query, cached)
     hits, misses = cache.hits, cache.misses
 
     print(f"\n{total} chunks indexed; {len(queries)} queries x {args.rounds} rounds; limit 10, depth {depth}")

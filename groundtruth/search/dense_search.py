@@ -48,11 +48,12 @@ def dense_search_sql(*, dimension: int) -> str:
 
 def dense_session_statements() -> list[str]:
     """Transaction-local HNSW settings (set_config(..., true) is SET LOCAL: they end with the
-    surrounding transaction and never leak into a pooled connection)."""
+    surrounding transaction and never leak into a pooled connection). One round trip."""
     return [
-        f"SELECT set_config('hnsw.ef_search', '{int(settings.SEARCH_HNSW_EF_SEARCH)}', true)",
-        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-        f"SELECT set_config('hnsw.max_scan_tuples', '{int(settings.SEARCH_HNSW_MAX_SCAN_TUPLES)}', true)",
+        "SELECT "
+        f"set_config('hnsw.ef_search', '{int(settings.SEARCH_HNSW_EF_SEARCH)}', true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+        f"set_config('hnsw.max_scan_tuples', '{int(settings.SEARCH_HNSW_MAX_SCAN_TUPLES)}', true)"
     ]
 
 
