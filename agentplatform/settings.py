@@ -343,7 +343,7 @@ if (
     or abs(sum(ASK_SUPPORT_WEIGHTS.values()) - 1) > 1e-6
 ):
     raise ImproperlyConfigured("ASK_SUPPORT_WEIGHTS must give similarity, coverage and known weights >= 0 adding up to 1")
-ASK_SUPPORT_THRESHOLD = _non_negative_float("ASK_SUPPORT_THRESHOLD", 0.42)
+ASK_SUPPORT_THRESHOLD = _non_negative_float("ASK_SUPPORT_THRESHOLD", 0.445)
 
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

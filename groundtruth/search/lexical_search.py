@@ -64,7 +64,7 @@ class LexicalHit:
     matched_lexemes: tuple[str, ...]
 
 
-def _idf(*, document_frequency: int, document_count: int) -> float:
+def bm25_idf(*, document_frequency: int, document_count: int) -> float:
     return math.log(1 + (document_count - document_frequency + 0.5) / (document_frequency + 0.5))
 
 
@@ -90,7 +90,7 @@ def lexical_query_build(*, text: str) -> LexicalQuery:
         QueryTerm(
             lexeme=lexeme,
             document_frequency=int(frequency),
-            idf=_idf(document_frequency=min(int(frequency), document_count), document_count=document_count),
+            idf=bm25_idf(document_frequency=min(int(frequency), document_count), document_count=document_count),
         )
         for lexeme, frequency, _ in rows
     ]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from groundtruth.search.hybrid_search import SearchOutcome
+from groundtruth.search.lexical_search import bm25_idf
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,21 @@ def support_score(*, similarity: float | None, coverage: float, known: float, we
     return sum(weights.get(name, 0.0) * value for name, value in parts.items()) / total
 
 
+def _support_idf(outcome: SearchOutcome) -> dict[str, float]:
+    """IDF of each question lexeme, a lexeme no chunk has counted like one that a single chunk
+    has: on a small corpus the IDF of unseen words (often plain English such as "happens")
+    would otherwise outweigh everything the corpus does contain."""
+    query = outcome.lexical_query
+    ceiling = bm25_idf(document_frequency=1, document_count=max(query.document_count, 1))
+    return {term.lexeme: min(term.idf, ceiling) for term in query.terms}
+
+
 def lexical_coverage(outcome: SearchOutcome, *, top: int) -> float:
     """The best share of the question's IDF mass found in one of the `top` fused results."""
-    total = outcome.lexical_query.total_idf
+    idf = _support_idf(outcome)
+    total = sum(idf.values())
     if total <= 0:
         return 0.0
-    idf = {term.lexeme: term.idf for term in outcome.lexical_query.terms}
     best = 0.0
     for hit in outcome.hits[:top]:
         best = max(best, sum(idf.get(lexeme, 0.0) for lexeme in hit.matched_lexemes) / total)
@@ -63,10 +73,11 @@ def lexical_coverage(outcome: SearchOutcome, *, top: int) -> float:
 
 def known_share(outcome: SearchOutcome) -> float:
     """The share of the question's IDF mass carried by lexemes that some chunk contains."""
-    total = outcome.lexical_query.total_idf
+    idf = _support_idf(outcome)
+    total = sum(idf.values())
     if total <= 0:
         return 0.0
-    return sum(term.idf for term in outcome.lexical_query.terms if term.document_frequency > 0) / total
+    return sum(idf[term.lexeme] for term in outcome.lexical_query.terms if term.document_frequency > 0) / total
 
 
 def support_assess(
