@@ -126,7 +126,10 @@ else:
 
     DATABASES = {"default": embedded_database_settings(VAR_DIR / "pgdata")}
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
-DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# Off by default: a health check costs a `SELECT 1` round trip on every request that touches the
+# database. With it off, a connection that died while idle (a PostgreSQL restart) fails the
+# first query of one request per worker, after which Django opens a new one.
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", env.bool("CONN_HEALTH_CHECKS", default=False))
 DATABASES["default"]["TEST"] = {"NAME": env.str("TEST_DATABASE_NAME", default="test_agentplatform")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
