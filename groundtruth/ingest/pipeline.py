@@ -14,7 +14,9 @@ transaction back when the connection drops: the previous index stays served, and
 
 Incremental. Files are compared by blob SHA with the SourceFile rows of the last ingest:
 unchanged files are not read, chunked or embedded (their chunks only get the new commit SHA);
-changed, added, removed and renamed files are handled as such. Embeddings are reused by content
+changed, added, removed and renamed files are handled as such. A chunk's `commit` is the commit at
+which its file's blob was (re)indexed; `Repository.last_commit` is the commit the whole index
+reflects (an unchanged file has the same blob at both, so its lines cite exactly). Embeddings are reused by content
 hash within the repository, so a renamed file, or the untouched sections of an edited file, are
 not embedded again.
 
@@ -237,13 +239,11 @@ def _execute(
             counts.chunks_removed += Chunk.objects.filter(source_file_id__in=plan.removed_ids).delete()[0]
             SourceFile.objects.filter(pk__in=plan.removed_ids).delete()
         if plan.unchanged_paths:
-            unchanged = Chunk.objects.filter(repository=repository, path__in=plan.unchanged_paths)
-            counts.chunks_unchanged = unchanged.count()
-            # Every chunk of the repository cites the commit that is now indexed.
-            unchanged.exclude(commit=commit).update(commit=commit)
-            SourceFile.objects.filter(repository=repository, path__in=plan.unchanged_paths).exclude(
-                commit=commit
-            ).update(commit=commit)
+            # Unchanged chunks keep the commit at which their blob was indexed: the same blob sits
+            # at the same path in the new commit, so their citations stay exact. Rewriting the
+            # commit of every row would re-insert each into the vector and text indexes (a
+            # non-HOT update): most of the cost of a small re-ingest, for nothing.
+            counts.chunks_unchanged = Chunk.objects.filter(repository=repository, path__in=plan.unchanged_paths).count()
         if new_chunk_ids:
             from groundtruth.search.lexical_index import lexical_index_refresh
 

@@ -89,6 +89,7 @@ def test_reingest_without_changes_reads_and_embeds_nothing(handbook_registered, 
 
 def test_edits_renames_and_deletions_update_only_what_changed(handbook_registered, embedding_server):
     tree = handbook_registered
+    handbook_first_commit = tree.head()
     ingest_foreground(repository_name="acme/handbook", ref=None)
     embedding_server.texts_embedded.clear()
 
@@ -112,8 +113,9 @@ def test_edits_renames_and_deletions_update_only_what_changed(handbook_registere
         "chunks_embedded": 1,  # only the Upgrade section: the rest is reused by content hash
     }
     assert embedding_server.texts_embedded == ["Handbook > Upgrade\n## Upgrade\n\nRun `acme upgrade`."]
+    first = handbook_first_commit
     assert chunk_rows() == [
-        ("README.md", 1, 3, second),
+        ("README.md", 1, 3, first),  # unchanged blob: cited at the commit it was indexed at
         ("docs/index.md", 1, 3, second),
         ("docs/index.md", 5, 12, second),
         ("docs/index.md", 14, 16, second),
@@ -122,13 +124,14 @@ def test_edits_renames_and_deletions_update_only_what_changed(handbook_registere
         ("docs/manual/guide.rst", 6, 9, second),
     ]
     assert sorted(SourceFile.objects.values_list("path", "commit")) == [
-        ("README.md", second),
+        ("README.md", first),
         ("docs/index.md", second),
         ("docs/manual/guide.rst", second),
     ]
     for chunk in Chunk.objects.all():
-        lines = file_lines(tree.show(second, chunk.path).decode())
-        assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
+        for commit in {chunk.commit, second}:  # exact at its own commit and at the indexed one
+            lines = file_lines(tree.show(commit, chunk.path).decode())
+            assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
     repository = Repository.objects.get()
     assert (repository.file_count, repository.chunk_count, repository.last_commit) == (3, 7, second)
 
