@@ -6,6 +6,7 @@ Every value comes from the environment, read here and only here through django-e
 
 from __future__ import annotations
 
+import itertools
 import re
 import secrets
 from pathlib import Path
@@ -318,7 +319,7 @@ except ValueError as exc:
     raise ImproperlyConfigured("SEARCH_TRUST_WEIGHTS must look like canonical=1.0,reviewed=0.9,...") from exc
 if sorted(SEARCH_TRUST_WEIGHTS) != sorted(_trust_tiers) or any(
     SEARCH_TRUST_WEIGHTS[higher] < SEARCH_TRUST_WEIGHTS[lower] or SEARCH_TRUST_WEIGHTS[lower] < 0
-    for higher, lower in zip(_trust_tiers, _trust_tiers[1:], strict=False)
+    for higher, lower in itertools.pairwise(_trust_tiers)
 ):
     raise ImproperlyConfigured(
         "SEARCH_TRUST_WEIGHTS must give canonical, reviewed, community and transcript each a weight >= 0, "
@@ -345,7 +346,9 @@ if (
     or any(weight < 0 for weight in ASK_SUPPORT_WEIGHTS.values())
     or abs(sum(ASK_SUPPORT_WEIGHTS.values()) - 1) > 1e-6
 ):
-    raise ImproperlyConfigured("ASK_SUPPORT_WEIGHTS must give similarity, coverage and known weights >= 0 adding up to 1")
+    raise ImproperlyConfigured(
+        "ASK_SUPPORT_WEIGHTS must give similarity, coverage and known weights >= 0 adding up to 1"
+    )
 ASK_SUPPORT_THRESHOLD = _non_negative_float("ASK_SUPPORT_THRESHOLD", 0.445)
 
 # --- Celery ---------------------------------------------------------------------------------

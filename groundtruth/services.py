@@ -99,7 +99,17 @@ def ingest_request(
     with transaction.atomic():
         requests = [ingest_run_request(repository=repository, ref=ref, trigger=trigger) for repository in repositories]
         _runs_enqueue(requests, enqueue=enqueue)
+        if enqueue and any(request.created for request in requests):
+            _brand_assets_sync_enqueue()
     return requests
+
+
+def _brand_assets_sync_enqueue() -> None:
+    """brand-assets.yml lives in the same registry repository: every ingest request re-syncs it
+    (on the worker, so a slow brand repository never holds up the request)."""
+    from brandassets.tasks import asset_registry_sync_task
+
+    transaction.on_commit(lambda: asset_registry_sync_task.apply_async(queue=settings.CELERY_TASK_DEFAULT_QUEUE))
 
 
 def _runs_enqueue(requests: list[RunRequest], *, enqueue: bool) -> None:

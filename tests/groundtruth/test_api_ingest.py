@@ -74,7 +74,7 @@ def test_post_queues_one_run_and_a_second_request_gets_the_same_run(
         "finished_at": None,
         "created": True,
     }
-    assert len(callbacks) == 1  # the task is enqueued once the transaction commits
+    assert len(callbacks) == 2  # the run's task and the brand-asset sync, on commit
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         again = api_client.post("/ingest/repo", {"repo": "acme/handbook", "ref": "v2"}, format="json", **bearer(secret))

@@ -7,11 +7,12 @@ import io
 import json
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django_celery_beat.models import PeriodicTask
 
 from groundtruth.demo import demo_sources_create
-from groundtruth.models import Chunk, IngestRun, IngestStatus, Repository
+from groundtruth.models import Chunk, IngestRun, IngestStatus, Registry, Repository
 from groundtruth.services import (
     INGEST_ALL_TASK_NAME,
     STALE_CLEAR_TASK_NAME,
@@ -67,9 +68,15 @@ def test_ingest_command_reports_each_run_and_fails_on_errors(handbook_registered
     out = io.StringIO()
     call_command("ingest", "acme/handbook", "--no-progress", stdout=out)
     run = IngestRun.objects.get()
+    registry = settings.SOURCE_REGISTRY_REPO
+    registry_commit = Registry.objects.get().commit
     assert out.getvalue() == (
         f"acme/handbook @ {run.commit[:12]}: run {run.pk} succeeded: files +4 ~0 -0 =0; chunks +7 ~0 -0 =0, "
         f"7 embedded in {run.timings['total']:.1f} s\n"
+        # The brand-asset registry is synced by every ingest; this registry repo has none.
+        f"Brand asset registry {registry}@main:brand-assets.yml could not be read; the last good registry stays "
+        "in use.\n"
+        f"  error: brand-assets.yml not found at {registry_commit[:12]} of {registry}\n"
     )
     assert run.trigger == "command"
 
@@ -153,7 +160,7 @@ def test_admin_lists_repositories_runs_chunks_and_ingests_now(
     run = IngestRun.objects.filter(trigger="admin").get()
     assert run.status == IngestStatus.QUEUED
     assert [str(m) for m in response.context["messages"]] == [f"acme/handbook: queued as run {run.pk} (queued)"]
-    assert len(callbacks) == 1
+    assert len(callbacks) == 2  # the run's task and the brand-asset sync
 
 
 def test_demo_sources_build_a_registry_of_local_repositories_that_ingests(tmp_path, settings, embedding_server):

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from agentplatform.errors import ApplicationError
+from brandassets.services import asset_registry_sync
 from groundtruth.models import IngestStatus, IngestTrigger, Repository
 from groundtruth.services import ProgressCallback, ingest_foreground
 
@@ -79,5 +80,9 @@ class Command(BaseCommand):
             else:
                 message = f"{name}: run {run.pk} is already {run.status} elsewhere; skipped"
                 self.stdout.write(self.style.WARNING(message))
+        # brand-assets.yml lives in the same registry repository: every ingest syncs it too.
+        assets = asset_registry_sync()
+        for line in assets.lines():
+            self.stdout.write(line if assets.ok else self.style.WARNING(line))
         if failed:
             raise CommandError("At least one ingest run failed.")
