@@ -120,7 +120,8 @@ class LocalSentenceTransformer:
 
     @property
     def dimension(self) -> int:
-        return int(self._load().get_sentence_embedding_dimension())
+        # sentence-transformers 6 renamed the method (the old name still works but warns).
+        return int(self._load().get_embedding_dimension())
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
