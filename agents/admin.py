@@ -80,6 +80,9 @@ class AgentAdminForm(forms.ModelForm):
     """The status field offers the current status and its allowed transitions only; a new agent starts
     as pending. Any other value (a crafted or stale form) is refused with the allowed ones named."""
 
+    # https is what an avatar URL typed without a scheme means (and Django 6's default).
+    avatar_url = forms.URLField(required=False, max_length=200, assume_scheme="https")
+
     class Meta:
         model = Agent
         fields = [
