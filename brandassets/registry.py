@@ -35,6 +35,9 @@ from typing import Any
 
 import yaml
 
+# One error type for both registry files: a list of problems, each naming file, entry and problem.
+from groundtruth.registry import RegistryInvalid
+
 # Product and kind names are URL path segments of /assets/<product>/<kind>: keep them to a
 # conservative alphabet so that no name can carry a separator, a dot segment or an escape.
 NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?\Z")
@@ -79,14 +82,6 @@ class RegistryProblem:
     def render(self, file_name: str) -> str:
         location = f"{file_name}:{self.line}" if self.line else file_name
         return f"{location}: {self.where}: {self.message}" if self.where else f"{location}: {self.message}"
-
-
-class RegistryInvalid(Exception):
-    """The registry file is not valid; `errors` lists every problem found, each naming its entry."""
-
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("; ".join(errors))
-        self.errors = errors
 
 
 @dataclass(frozen=True)
