@@ -37,30 +37,24 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from benchmarks.api import UNTHROTTLED_RATE, clear_redis_prefix, procfile_web_command, stop  # noqa: E402
+from benchmarks.api import (  # noqa: E402
+    UNTHROTTLED_RATE,
+    Measurement,
+    clear_redis_prefix,
+    procfile_web_command,
+    stop,
+)
 
 DATABASE_NAME = "bench_assets"
 TARGET_SHARE = 0.5
 ASSET_PATH = "images/hero-200k.png"
 CONTENT_PATH = "/assets/bench/image/0/content"
 STATIC_PATH = "/bench/static/hero-200k.png"
-
-
-@dataclass
-class Measurement:
-    name: str
-    path: str
-    requests_per_second: float
-    p50_ms: float
-    p99_ms: float
-    requests: int
-    errors: int
 
 
 def main() -> int:

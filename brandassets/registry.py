@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 # One error type for both registry files: a list of problems, each naming file, entry and problem.
-from groundtruth.registry import RegistryInvalid
+from groundtruth.registry import RegistryInvalid, registry_yaml_compose
 
 # Product and kind names are URL path segments of /assets/<product>/<kind>: keep them to a
 # conservative alphabet so that no name can carry a separator, a dot segment or an escape.
@@ -239,13 +239,7 @@ def _url_problem(url: str) -> str | None:
 def registry_parse(*, text: str | bytes, file_name: str = "brand-assets.yml") -> BrandRegistry:
     """Parses and validates the registry; raises RegistryInvalid listing every problem found."""
     validator = _Validator()
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RegistryInvalid([f"{file_name}{line}: not valid YAML: {problem}"]) from exc
+    root = registry_yaml_compose(text=text, filename=file_name)
     if root is None:
         raise RegistryInvalid([f"{file_name}: the file is empty; write `products: {{}}` to list no assets"])
     top = validator.mapping(root, "")

@@ -195,6 +195,18 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def registry_yaml_compose(*, text: str | bytes, filename: str) -> yaml.Node | None:
+    """The YAML node tree of a registry file (nodes keep their line numbers for error messages);
+    a syntax error raises RegistryInvalid naming the file and line. None for an empty file."""
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RegistryInvalid([f"{filename}{line}: invalid YAML: {problem}"]) from exc
+
+
 def registry_parse(*, content: bytes | str, filename: str, base_dir: Path | None = None) -> SourceRegistry:
     """Parses and validates sources.yml. Raises RegistryInvalid listing every problem found.
 
@@ -203,13 +215,7 @@ def registry_parse(*, content: bytes | str, filename: str, base_dir: Path | None
     """
     text = content.decode("utf-8") if isinstance(content, bytes) else content
     validator = _Validator(filename)
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RegistryInvalid([f"{filename}{line}: invalid YAML: {problem}"]) from exc
+    root = registry_yaml_compose(text=text, filename=filename)
     if root is None:
         raise RegistryInvalid([f"{filename}: the file is empty; it needs a 'repos' list"])
     top = validator.mapping(root, "")

@@ -150,7 +150,7 @@ products:
 
 def test_malformed_yaml_names_the_line():
     assert _errors("products:\n  acme-app: [unclosed\n") == [
-        "brand-assets.yml:3: not valid YAML: expected ',' or ']', but got '<stream end>'"
+        "brand-assets.yml:3: invalid YAML: expected ',' or ']', but got '<stream end>'"
     ]
 
 

@@ -161,7 +161,7 @@ def test_bad_yaml_is_invalid_and_changes_nothing(brand_repos: BrandFixture):
 
     assert (report.status, report.errors) == (
         "invalid",
-        ["brand-assets.yml:2: not valid YAML: expected ',' or ']', but got '<stream end>'"],
+        ["brand-assets.yml:2: invalid YAML: expected ',' or ']', but got '<stream end>'"],
     )
     assert _full_rows() == rows_before
 
