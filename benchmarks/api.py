@@ -58,14 +58,20 @@ class Measurement:
     cpu_ms_per_request: float = 0.0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=8250)
+def load_argument_parser(*, description: str | None, default_port: int) -> argparse.ArgumentParser:
+    """The options every load benchmark here takes (port, duration, warm-up, wrk load, workers)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=default_port)
     parser.add_argument("--duration", type=int, default=10, help="seconds of measurement per endpoint")
     parser.add_argument("--warmup", type=int, default=3, help="seconds of warm-up per endpoint")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WEB_WORKERS", "4")))
+    return parser
+
+
+def main() -> int:
+    parser = load_argument_parser(description=__doc__, default_port=8250)
     parser.add_argument("--keep-db", action="store_true", help="leave the run's database in place")
     parser.add_argument(
         "--profile", action="store_true", help="then profile each endpoint in-process (where the time goes)"

@@ -26,7 +26,6 @@ The load generator shares the machine's cores with the server, as any local run 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import random
@@ -46,6 +45,7 @@ from benchmarks.api import (  # noqa: E402
     UNTHROTTLED_RATE,
     Measurement,
     clear_redis_prefix,
+    load_argument_parser,
     procfile_web_command,
     stop,
 )
@@ -58,13 +58,7 @@ STATIC_PATH = "/bench/static/hero-200k.png"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=8510)
-    parser.add_argument("--duration", type=int, default=10, help="seconds of measurement per endpoint")
-    parser.add_argument("--warmup", type=int, default=3, help="seconds of warm-up per endpoint")
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2, help="wrk threads")
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("WEB_WORKERS", "4")))
+    parser = load_argument_parser(description=__doc__, default_port=8510)
     parser.add_argument("--skip-uncached", action="store_true", help="do not measure with the cache disabled")
     args = parser.parse_args()
 

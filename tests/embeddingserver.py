@@ -20,7 +20,9 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.localhttp import LocalHttpServer
 
 
 def hashed_vector(text: str, dimension: int) -> list[float]:
@@ -47,7 +49,7 @@ class EmbeddingServer:
     requests: int = 0
 
     def __post_init__(self) -> None:
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LocalHttpServer | None = None
         self._lock = threading.Lock()
 
     @property
@@ -93,16 +95,13 @@ class EmbeddingServer:
                 self.end_headers()
                 self.wfile.write(raw)
 
-        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, name="embedding-server", daemon=True).start()
+        self._server = LocalHttpServer(Handler, host=self.host, port=self.port)
+        self.port = self._server.port
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
 
     def __enter__(self) -> EmbeddingServer:

@@ -24,9 +24,11 @@ import shutil
 import subprocess
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from tests.localhttp import LocalHttpServer
 
 
 @dataclass
@@ -48,8 +50,7 @@ class GitHttpServer:
     def __post_init__(self) -> None:
         self.project_root = Path(self.project_root)
         self.project_root.mkdir(parents=True, exist_ok=True)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LocalHttpServer | None = None
         self._lock = threading.Lock()
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -59,17 +60,13 @@ class GitHttpServer:
         class Handler(_GitBackendHandler):
             state = server_state
 
-        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="git-http-server", daemon=True)
-        self._thread.start()
+        self._server = LocalHttpServer(Handler, host=self.host, port=self.port)
+        self.port = self._server.port
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
 
     def __enter__(self) -> GitHttpServer:

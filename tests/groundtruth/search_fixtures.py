@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from groundtruth.embeddings import embedding_backend
 from groundtruth.models import Chunk, Repository, SourceFile
 from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
 from groundtruth.vector_index import vector_index_ensure
+from tests.localhttp import LocalHttpServer
 
 COMMIT = "c0ffee" + "0" * 34
 
@@ -218,12 +218,8 @@ def chat_server_run() -> Iterator[ChatServer]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout test)
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = LocalHttpServer(Handler, port=port)
     try:
         yield server_state
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
