@@ -5,14 +5,17 @@ trading, per key. Windows are fixed and one period long. Each counter's window s
 offset by a hash of its key (as django-ratelimit does) so that all clients do not reset in the
 same second; `X-RateLimit-Reset` gives the epoch second at which the caller's own window ends.
 
-One request costs one Redis round trip: a small Lua script that INCRs the counter and sets
-its expiry on the first hit. The counters live in Redis, so every web worker and every web server
-sharing that Redis sees the same counts.
+One request costs one Redis round trip: a small Lua script that INCRs the counter, sets its
+expiry on the first hit and reads the cache generations (agentplatform/cache_generations.py) that
+tell this worker whether its remembered credentials and rendered responses are still current.
+The counters live in Redis, so every web worker and every web server sharing that Redis sees the
+same counts.
 
 When Redis cannot be reached the limits fail open: the request is served without the
 X-RateLimit headers (no count is known) and a warning is logged. After a failure Redis is not
 tried again for REDIS_RETRY_INTERVAL_SECONDS, so that a Redis that hangs (each attempt waits for
-the socket timeout) does not add that wait to every request. README.md says so.
+the socket timeout) does not add that wait to every request (agentplatform/redis_breaker.py).
+Without Redis nothing is served from those caches either. README.md says so.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
-import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -36,7 +38,9 @@ from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform import cache_generations, response_cache
 from agentplatform.errors import ApplicationError, RateLimited
+from agentplatform.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +48,6 @@ PUBLIC = "public"
 AUTHENTICATED = "authenticated"
 TRADING = "trading"
 
-REDIS_RETRY_INTERVAL_SECONDS = 5.0
 
 _RATE_PATTERN = re.compile(r"(?P<count>[1-9]\d*)/(?P<multiplier>[1-9]\d*)?(?P<unit>[smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -116,32 +119,28 @@ def _rate_for(rate_class: str) -> str:
     }[rate_class]
 
 
-class _RedisBreaker:
-    """Remembers, per cache location, until when Redis is considered down."""
-
-    def __init__(self) -> None:
-        self._down_until: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def is_open(self, location: str, now: float) -> bool:
-        return self._down_until.get(location, 0.0) > now
-
-    def trip(self, location: str, now: float) -> None:
-        with self._lock:
-            self._down_until[location] = now + REDIS_RETRY_INTERVAL_SECONDS
-
-
-redis_breaker = _RedisBreaker()
-
-
 # INCR, and start the window's clock on the first hit: atomic, and one round trip (a pipeline
-# would cost a MULTI/EXEC pair of replies and a client-side object per request).
-_COUNT_SCRIPT = """
+# would cost a MULTI/EXEC pair of replies and a client-side object per request). The same trip
+# reads the cache generations (agentplatform/cache_generations.py).
+_COUNT_SCRIPT = (
+    cache_generations.GENERATION_LUA
+    + """
 local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return count
+return {count, generation(KEYS[2]), generation(KEYS[3])}
 """
+)
 _counters: dict[tuple[str, str], Any] = {}
+
+
+@dataclass(frozen=True)
+class RequestCount:
+    """What one round trip to Redis tells a request: its rate-limit usage and the current cache
+    generations."""
+
+    usage: RateLimitUsage
+    credentials_generation: str
+    responses_generation: str
 
 
 def _counter_script(alias: str, location: str) -> Any:
@@ -161,8 +160,9 @@ def _counter_script(alias: str, location: str) -> Any:
     return script
 
 
-def count_request(*, rate_class: str, key: str, now: float | None = None) -> RateLimitUsage | None:
-    """Counts one request for `key` in its class; None when Redis is unavailable (fail open)."""
+def count_request_and_read(*, rate_class: str, key: str, now: float | None = None) -> RequestCount | None:
+    """Counts one request for `key` in its class and reads the cache generations; None when Redis
+    is unavailable (fail open)."""
     limit, period = parse_rate(_rate_for(rate_class))
     alias = settings.RATELIMIT_USE_CACHE
     location = str(settings.CACHES[alias].get("LOCATION", alias))
@@ -172,10 +172,15 @@ def count_request(*, rate_class: str, key: str, now: float | None = None) -> Rat
     offset = zlib.crc32(key.encode()) % period
     window = (int(now) - offset) // period
     reset_epoch = (window + 1) * period + offset
-    redis_key = caches[alias].make_key(f"rl:{rate_class}:{window}:{key}")
+    cache = caches[alias]
+    keys = [
+        cache.make_key(f"rl:{rate_class}:{window}:{key}"),
+        cache.make_key(cache_generations.CREDENTIALS),
+        cache.make_key(cache_generations.RESPONSES),
+    ]
     try:
         # Kept one second past the window so a late INCR never lands on an expired key.
-        count = int(_counter_script(alias, location)(keys=[redis_key], args=[reset_epoch - int(now) + 1]))
+        count, credentials, responses = _counter_script(alias, location)(keys=keys, args=[reset_epoch - int(now) + 1])
     except (RedisError, OSError) as exc:
         redis_breaker.trip(location, now)
         logger.warning(
@@ -185,19 +190,31 @@ def count_request(*, rate_class: str, key: str, now: float | None = None) -> Rat
             REDIS_RETRY_INTERVAL_SECONDS,
         )
         return None
-    return RateLimitUsage(limit=limit, remaining=max(limit - count, 0), reset_epoch=reset_epoch, exceeded=count > limit)
+    count = int(count)
+    usage = RateLimitUsage(
+        limit=limit, remaining=max(limit - count, 0), reset_epoch=reset_epoch, exceeded=count > limit
+    )
+    return RequestCount(
+        usage=usage,
+        credentials_generation=credentials.decode(),
+        responses_generation=responses.decode(),
+    )
 
 
-def rate_limit_hit(request: Request, *, trading: bool = False) -> RateLimitUsage | None:
-    """Counts this request against its class and returns the usage, or None if Redis is down."""
+def count_request(*, rate_class: str, key: str, now: float | None = None) -> RateLimitUsage | None:
+    """Counts one request for `key` in its class; None when Redis is unavailable (fail open)."""
+    counted = count_request_and_read(rate_class=rate_class, key=key, now=now)
+    return counted.usage if counted is not None else None
+
+
+def rate_class_and_key(request: Request, *, trading: bool = False) -> tuple[str, str]:
+    """The class a request counts against and whose counter: its credential's, else its IP's."""
     credential = credential_id(request)
     if trading:
-        rate_class, key = TRADING, credential or f"ip:{client_ip(request)}"
-    elif credential:
-        rate_class, key = AUTHENTICATED, credential
-    else:
-        rate_class, key = PUBLIC, f"ip:{client_ip(request)}"
-    return count_request(rate_class=rate_class, key=key)
+        return TRADING, credential or f"ip:{client_ip(request)}"
+    if credential:
+        return AUTHENTICATED, credential
+    return PUBLIC, f"ip:{client_ip(request)}"
 
 
 class RateLimitedViewMixin:
@@ -205,22 +222,36 @@ class RateLimitedViewMixin:
 
     Put it first in the bases. Set `trading_actions` to the names of viewset actions that move
     tokens: those count against the trading class instead.
+
+    The same Redis round trip checks the caches: a bearer token the authenticator answered from
+    its in-process cache is verified again against the database when the credentials generation
+    has moved (or Redis is down), and an action wrapped in `cached_response` gets its cached
+    answer if that was built under the current responses generation.
     """
 
     trading_actions: frozenset[str] = frozenset()
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         request._rate_limit_usage = None  # type: ignore[attr-defined]
-        auth_error: Exception | None = None
-        try:
-            self.perform_authentication(request)  # type: ignore[attr-defined]
-        except (APIException, ApplicationError) as exc:
-            # Still counted (per IP, as the credentials were refused): a key guesser is limited,
-            # and past the limit gets 429 rather than another answer about the key.
-            auth_error = exc
+        # Lets the bearer authenticator answer from its cache: this method checks what it gave.
+        request.credential_cache_allowed = True  # type: ignore[attr-defined]
+        auth_error = self._authenticate(request)
         trading = getattr(self, "action", None) in self.trading_actions
-        usage = rate_limit_hit(request, trading=trading)
+        rate_class, key = rate_class_and_key(request, trading=trading)
+        counted = count_request_and_read(rate_class=rate_class, key=key)
+        cached_generation = getattr(request.user, "verified_generation", None) if auth_error is None else None
+        if cached_generation is not None and (counted is None or counted.credentials_generation != cached_generation):
+            # Keys or sessions changed since the cached answer (or that cannot be known): ask the
+            # database again. The request stays counted against the credential it named.
+            request.credential_cache_allowed = counted is not None  # type: ignore[attr-defined]
+            request.credentials_generation = counted.credentials_generation if counted else None  # type: ignore[attr-defined]
+            auth_error = self._authenticate(request)
+        usage = counted.usage if counted is not None else None
         request._rate_limit_usage = usage  # type: ignore[attr-defined]
+        lookup = response_cache.lookup_for(self, request) if counted is not None else None
+        if lookup is not None:
+            lookup.found(generation=counted.responses_generation)
+            request.response_cache_lookup = lookup  # type: ignore[attr-defined]
         if usage is not None and usage.exceeded:
             retry_after = max(usage.reset_epoch - int(time.time()), 1)
             raise RateLimited(
@@ -230,6 +261,16 @@ class RateLimitedViewMixin:
         if auth_error is not None:
             raise auth_error
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
+
+    def _authenticate(self, request: Request) -> Exception | None:
+        """Runs the authenticators (again, if they ran before); returns the refusal, if any."""
+        try:
+            request._authenticate()  # DRF's own step behind request.user, re-runnable
+        except (APIException, ApplicationError) as exc:
+            # Still counted (per IP, as the credentials were refused): a key guesser is limited,
+            # and past the limit gets 429 rather than another answer about the key.
+            return exc
+        return None
 
     def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]

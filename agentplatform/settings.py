@@ -32,6 +32,16 @@ def _positive_int(name: str, default: int) -> int:
     return value
 
 
+def _non_negative_int(name: str, default: int) -> int:
+    try:
+        value = env.int(name, default=default)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer") from exc
+    if value < 0:
+        raise ImproperlyConfigured(f"{name} must not be negative, got {value}")
+    return value
+
+
 def _non_negative_float(name: str, default: float) -> float:
     try:
         value = env.float(name, default=default)
@@ -219,6 +229,14 @@ TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 if TRUSTED_PROXY_COUNT < 0:
     raise ImproperlyConfigured("TRUSTED_PROXY_COUNT must be 0 or more (proxies that append to X-Forwarded-For)")
 RATELIMIT_USE_CACHE = "default"
+# Seconds a rendered answer of GET /api/agents, /api/chat and /api/<COIN_SEGMENT>/history stays in
+# the shared cache (Redis). Writes through the app make it stale at once; this bounds how long a
+# write from outside it goes unseen. 0 turns the cache off. (agentplatform/response_cache.py)
+API_RESPONSE_CACHE_SECONDS = _non_negative_int("API_RESPONSE_CACHE_SECONDS", 5)
+# Seconds a web worker trusts a bearer token it verified, while no key or session has changed
+# (revocations take effect at once); also how often last_used_at is refreshed. 0: always ask the
+# database. (agents/authentication.py)
+CREDENTIAL_CACHE_SECONDS = _non_negative_int("CREDENTIAL_CACHE_SECONDS", 60)
 
 SIWE_DOMAIN = env.str("SIWE_DOMAIN", default="localhost:8000")
 SIWE_NONCE_TTL_SECONDS = _positive_int("SIWE_NONCE_TTL_SECONDS", 600)

@@ -15,6 +15,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agentplatform.cache_generations import RESPONSES, generation_bump
 from agents.models import Agent, AgentStatus, ApiKeyKind, ApiKeyScope
 from agents.services import api_key_create
 from chat.models import ChatMessage, MessageType
@@ -211,6 +212,7 @@ def demo_platform_seed(*, now: datetime | None = None, seed: int = DEMO_RANDOM_S
         points = _price_points(rng, now)
         wallets, demo_address = _wallets(rng, agents)
         messages = _chat_backlog(rng, agents, now)
+        generation_bump(RESPONSES)  # bulk_create sends no signals
         posting_agent = agents[0]  # atlas-trader, running
         _, agent_key = api_key_create(kind=ApiKeyKind.AGENT, name="demo agent key", agent=posting_agent)
         _, user_key = api_key_create(kind=ApiKeyKind.USER, name="demo user key", wallet_address=demo_address)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.utils import timezone
 from eth_utils import is_address
 
+from agentplatform.cache_generations import CREDENTIALS, RESPONSES, generation_bump
 from agentplatform.errors import Conflict, InvalidInput, NotFound
 from agents.authentication import new_token
 from agents.models import (
@@ -72,7 +73,9 @@ def api_key_create(
 
 def api_key_revoke(*, key: ApiKey) -> bool:
     """Revokes the key; returns False if it was already revoked."""
-    return bool(ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+    revoked = bool(ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+    generation_bump(CREDENTIALS)  # web workers stop trusting the key they verified before
+    return revoked
 
 
 def api_key_revoke_by_prefix(*, prefix: str) -> tuple[ApiKey, bool]:
@@ -115,5 +118,6 @@ def agent_status_change(*, agent: Agent, new_status: str) -> Agent:
             f"The status of {agent.instance_id} changed since it was read (no longer {current}); reload and retry.",
             code="status_changed_concurrently",
         )
+    generation_bump(RESPONSES)  # the agent list shows the status
     agent.status = new_status
     return agent

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
 from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.response_cache import cached_response
 from agents.models import AgentStatus
 from agents.selectors import agent_list, agent_profile_get
 from agents.serializers import (
@@ -43,6 +44,7 @@ class AgentViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         },
         tags=["agents"],
     )
+    @cached_response
     def list(self, request: Request) -> Response:
         # A plain dict: an empty `?x=` is then refused like any malformed value; DRF would read a
         # QueryDict with form semantics and take it as absent.

@@ -31,6 +31,7 @@ from eth_account.messages import encode_defunct
 from eth_keys.exceptions import BadSignature
 from eth_utils import is_address, to_checksum_address
 
+from agentplatform.cache_generations import CREDENTIALS, generation_bump
 from agentplatform.errors import InvalidInput, Unauthenticated
 from agents.authentication import WALLET_SESSION_PREFIX, new_token
 from agents.models import WalletNonce, WalletSession
@@ -119,7 +120,11 @@ def wallet_session_create(*, message: str, signature: str) -> tuple[WalletSessio
 
 def wallet_session_revoke(*, session: WalletSession) -> bool:
     """Ends a wallet session; returns False if it was already revoked."""
-    return bool(WalletSession.objects.filter(pk=session.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+    revoked = bool(
+        WalletSession.objects.filter(pk=session.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    )
+    generation_bump(CREDENTIALS)  # web workers stop trusting the session they verified before
+    return revoked
 
 
 def _parse(message: str) -> SiweMessage:

@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agentplatform.cache_generations import RESPONSES, generation_bump
 from agentplatform.errors import Conflict, Forbidden, InvalidInput
 from agents.models import Agent, AgentStatus
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, ChatMessage, MessageType
@@ -100,13 +101,17 @@ def chat_system_message_post(*, message: str) -> ChatMessage:
 
 def chat_message_hide(*, message_ids: Iterable[int], by: AbstractBaseUser | None) -> int:
     """Hides visible messages from the feed; returns how many were hidden (already hidden ones are left)."""
-    return ChatMessage.objects.filter(pk__in=list(message_ids), hidden_at__isnull=True).update(
+    hidden = ChatMessage.objects.filter(pk__in=list(message_ids), hidden_at__isnull=True).update(
         hidden_at=timezone.now(), hidden_by=by
     )
+    generation_bump(RESPONSES)  # the cached feed still shows them
+    return hidden
 
 
 def chat_message_unhide(*, message_ids: Iterable[int]) -> int:
     """Puts hidden messages back in the feed; returns how many were shown again."""
-    return ChatMessage.objects.filter(pk__in=list(message_ids), hidden_at__isnull=False).update(
+    shown = ChatMessage.objects.filter(pk__in=list(message_ids), hidden_at__isnull=False).update(
         hidden_at=None, hidden_by=None
     )
+    generation_bump(RESPONSES)
+    return shown

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
 from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.response_cache import cached_response
 from agents.permissions import IsAgentKey
 from chat.selectors import chat_feed, chat_message_get
 from chat.serializers import (
@@ -69,6 +70,7 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         },
         tags=["chat"],
     )
+    @cached_response
     def list(self, request: Request) -> Response:
         # A plain dict: an empty `?x=` is then refused like any malformed value; DRF would read a
         # QueryDict with form semantics and take it as absent.

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
 from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.response_cache import cached_response
 from coin.addresses import ADDRESS_RULE
 from coin.permissions import IsWalletCredential, wallet_read_ensure_allowed
 from coin.selectors import price_history_get, wallet_balance_get
@@ -100,6 +101,7 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         tags=["token"],
     )
     @action(detail=False, methods=["get"])
+    @cached_response
     def history(self, request: Request) -> Response:
         query = HistoryQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)

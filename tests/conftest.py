@@ -30,9 +30,17 @@ def _clear_our_redis_keys() -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_redis_state():
+    from agentplatform.response_cache import rendered_responses
+    from agents.authentication import verified_credentials
+
+    # Nothing a test's requests remembered in this process outlives the test.
+    verified_credentials.clear()
+    rendered_responses.clear()
     _clear_our_redis_keys()
     yield
     _clear_our_redis_keys()
+    verified_credentials.clear()
+    rendered_responses.clear()
 
 
 @pytest.fixture

@@ -25,7 +25,17 @@ class WhoAmIView(RateLimitedViewMixin, APIView):
         )
 
 
+class WhoAmIWithoutRateLimitView(APIView):
+    """A view without RateLimitedViewMixin: nothing checks remembered credentials for it."""
+
+    permission_classes = [IsAuthenticated]
+
+    def get(self, request: Request) -> Response:
+        return Response({"credential_id": request.user.credential_id})
+
+
 urlpatterns = [
     path("api/probe/whoami", WhoAmIView.as_view()),
+    path("api/probe/whoami-unlimited", WhoAmIWithoutRateLimitView.as_view()),
     path("", include("agentplatform.urls")),
 ]

@@ -217,14 +217,14 @@ def test_blob_url_is_null_for_a_repo_without_a_web_address(reader, brand_repos: 
 
 def test_list_runs_a_constant_number_of_queries(reader, db):
     BrandAssetFactory.create_batch(2)
-    reader.get("/assets")  # the key's last_used_at is written on first use; leave it out of the count
+    reader.get("/assets")  # verifies the key (and writes last_used_at); the worker then remembers it
     with CaptureQueriesContext(connection) as few:
         assert len(reader.get("/assets").json()) == 2
     BrandAssetFactory.create_batch(30)
     with CaptureQueriesContext(connection) as many:
         assert len(reader.get("/assets").json()) == 32
 
-    assert len(few) == len(many) == 2  # the key, the assets
+    assert len(few) == len(many) == 1  # the assets
 
 
 def test_without_credentials_is_401_problem(api_client, synced):
