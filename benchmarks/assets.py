@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import re
 import shlex
 import shutil
 import subprocess
@@ -48,6 +47,7 @@ from benchmarks.api import (  # noqa: E402
     load_argument_parser,
     procfile_web_command,
     stop,
+    wrk_run,
 )
 
 DATABASE_NAME = "bench_assets"
@@ -99,8 +99,8 @@ def main() -> int:
         auth = {"Authorization": f"Bearer {token}"}
 
         def measure(name: str, path: str, headers: dict[str, str] | None = None) -> Measurement:
-            wrk_headers_run(wrk, base + path, args.warmup, args.connections, args.threads, headers)
-            result = wrk_headers_run(wrk, base + path, args.duration, args.connections, args.threads, headers)
+            wrk_run(wrk, base + path, args.warmup, args.connections, args.threads, headers)
+            result = wrk_run(wrk, base + path, args.duration, args.connections, args.threads, headers)
             return Measurement(name=name, path=path, **result)
 
         etag = f'"{git_blob_sha(image)}"'
@@ -278,37 +278,6 @@ def check(url: str, headers: dict[str, str], expected: bytes) -> None:
         if response.status != 200 or body != expected:
             raise SystemExit(f"{url}: status {response.status}, {len(body)} bytes, not the asset")
         print(f"checked {url}: 200, {len(body)} bytes, {response.headers.get('Content-Type')}")
-
-
-_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
-
-
-def wrk_headers_run(
-    wrk: str, url: str, duration: int, connections: int, threads: int, headers: dict[str, str] | None
-) -> dict[str, float | int]:
-    """One wrk run (as in benchmarks/api.py) with request headers; 304s count as successes."""
-    header_args = [arg for name, value in (headers or {}).items() for arg in ("-H", f"{name}: {value}")]
-    command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", "10s"]
-    output = subprocess.run([*command, *header_args, url], capture_output=True, text=True, check=True).stdout
-
-    def latency(percentile: str) -> float:
-        match = re.search(rf"^\s*{percentile}%\s+([\d.]+)(us|ms|s|m)\s*$", output, re.MULTILINE)
-        if match is None:
-            raise SystemExit(f"unexpected wrk output:\n{output}")
-        return float(match[1]) * _UNITS_MS[match[2]]
-
-    non_2xx_3xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
-    errors = (int(non_2xx_3xx[1]) if non_2xx_3xx else 0) + (
-        sum(map(int, socket_errors.groups())) if socket_errors else 0
-    )
-    return {
-        "requests_per_second": float(re.search(r"Requests/sec:\s+([\d.]+)", output)[1]),
-        "p50_ms": latency("50"),
-        "p99_ms": latency("99"),
-        "requests": int(re.search(r"(\d+) requests in", output)[1]),
-        "errors": errors,
-    }
 
 
 if __name__ == "__main__":
