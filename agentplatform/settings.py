@@ -32,21 +32,13 @@ def _positive_int(name: str, default: int) -> int:
     return value
 
 
-def _non_negative_int(name: str, default: int) -> int:
+def _non_negative(name: str, default: int | float) -> int | float:
+    """An integer or a number (the default's type) of 0 or more."""
+    read = env.int if isinstance(default, int) else env.float
     try:
-        value = env.int(name, default=default)
+        value = read(name, default=default)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be an integer") from exc
-    if value < 0:
-        raise ImproperlyConfigured(f"{name} must not be negative, got {value}")
-    return value
-
-
-def _non_negative_float(name: str, default: float) -> float:
-    try:
-        value = env.float(name, default=default)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a number") from exc
+        raise ImproperlyConfigured(f"{name} must be {'an integer' if read is env.int else 'a number'}") from exc
     if value < 0:
         raise ImproperlyConfigured(f"{name} must not be negative, got {value}")
     return value
@@ -232,11 +224,11 @@ RATELIMIT_USE_CACHE = "default"
 # Seconds a rendered answer of GET /api/agents, /api/chat and /api/<COIN_SEGMENT>/history stays in
 # the shared cache (Redis). Writes through the app make it stale at once; this bounds how long a
 # write from outside it goes unseen. 0 turns the cache off. (agentplatform/response_cache.py)
-API_RESPONSE_CACHE_SECONDS = _non_negative_int("API_RESPONSE_CACHE_SECONDS", 5)
+API_RESPONSE_CACHE_SECONDS = _non_negative("API_RESPONSE_CACHE_SECONDS", 5)
 # Seconds a web worker trusts a bearer token it verified, while no key or session has changed
 # (revocations take effect at once); also how often last_used_at is refreshed. 0: always ask the
 # database. (agents/authentication.py)
-CREDENTIAL_CACHE_SECONDS = _non_negative_int("CREDENTIAL_CACHE_SECONDS", 60)
+CREDENTIAL_CACHE_SECONDS = _non_negative("CREDENTIAL_CACHE_SECONDS", 60)
 
 SIWE_DOMAIN = env.str("SIWE_DOMAIN", default="localhost:8000")
 SIWE_NONCE_TTL_SECONDS = _positive_int("SIWE_NONCE_TTL_SECONDS", 600)
@@ -260,7 +252,7 @@ if ASSET_CONTENT_CACHE_BYTES < 0:
 ASSET_CONTENT_MAX_AGE_SECONDS = _positive_int("ASSET_CONTENT_MAX_AGE_SECONDS", 300)
 # How long a web worker keeps the asset row a content URL resolved to (seconds; 0: ask the
 # database every time). A sync clears it in its own process; other workers follow within this.
-ASSET_RECORD_CACHE_SECONDS = _non_negative_float("ASSET_RECORD_CACHE_SECONDS", 5.0)
+ASSET_RECORD_CACHE_SECONDS = _non_negative("ASSET_RECORD_CACHE_SECONDS", 5.0)
 GIT_CACHE_DIR = Path(env.str("GIT_CACHE_DIR", default=str(VAR_DIR / "git-cache")))
 # Token for private https repositories; sent as an HTTP header, never logged or returned.
 GIT_HTTP_TOKEN = env.str("GIT_HTTP_TOKEN", default="")
@@ -279,7 +271,7 @@ EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
 EMBEDDING_URL = env.str("EMBEDDING_URL", default="")
 EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
 EMBEDDING_BATCH_SIZE = _positive_int("EMBEDDING_BATCH_SIZE", 64)
-EMBEDDING_TIMEOUT_SECONDS = _non_negative_float("EMBEDDING_TIMEOUT_SECONDS", 60.0)
+EMBEDDING_TIMEOUT_SECONDS = _non_negative("EMBEDDING_TIMEOUT_SECONDS", 60.0)
 # openai backend: the vector length; unset = learnt from one probe request.
 EMBEDDING_DIMENSION = _positive_int("EMBEDDING_DIMENSION", 1) if env.str("EMBEDDING_DIMENSION", default="") else None
 
@@ -301,22 +293,22 @@ INGEST_RETRY_BACKOFF_SECONDS = _positive_int("INGEST_RETRY_BACKOFF_SECONDS", 30)
 INGEST_SCHEDULE = env.str("INGEST_SCHEDULE", default="17 * * * *")
 if INGEST_SCHEDULE != "off" and len(INGEST_SCHEDULE.split()) != 5:
     raise ImproperlyConfigured("INGEST_SCHEDULE must be a 5-field crontab such as '17 * * * *', or 'off'")
-HEALTH_TIMEOUT_SECONDS = _non_negative_float("HEALTH_TIMEOUT_SECONDS", 2.0)
+HEALTH_TIMEOUT_SECONDS = _non_negative("HEALTH_TIMEOUT_SECONDS", 2.0)
 
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
-LLM_TIMEOUT_SECONDS = _non_negative_float("LLM_TIMEOUT_SECONDS", 30.0)
+LLM_TIMEOUT_SECONDS = _non_negative("LLM_TIMEOUT_SECONDS", 30.0)
 
 # --- Ground-truth search and ask (groundtruth/search/) ---------------------------------------
 # Candidates taken from each leg (lexical BM25, dense HNSW) before fusion.
 SEARCH_CANDIDATE_DEPTH = _positive_int("SEARCH_CANDIDATE_DEPTH", 50)
 # Weighted reciprocal rank fusion: weight / (SEARCH_RRF_K + rank) per leg.
-SEARCH_LEXICAL_WEIGHT = _non_negative_float("SEARCH_LEXICAL_WEIGHT", 1.0)
-SEARCH_DENSE_WEIGHT = _non_negative_float("SEARCH_DENSE_WEIGHT", 1.0)
-SEARCH_RRF_K = _non_negative_float("SEARCH_RRF_K", 10.0)
-SEARCH_BM25_K1 = _non_negative_float("SEARCH_BM25_K1", 1.2)
-SEARCH_BM25_B = _non_negative_float("SEARCH_BM25_B", 0.75)
+SEARCH_LEXICAL_WEIGHT = _non_negative("SEARCH_LEXICAL_WEIGHT", 1.0)
+SEARCH_DENSE_WEIGHT = _non_negative("SEARCH_DENSE_WEIGHT", 1.0)
+SEARCH_RRF_K = _non_negative("SEARCH_RRF_K", 10.0)
+SEARCH_BM25_K1 = _non_negative("SEARCH_BM25_K1", 1.2)
+SEARCH_BM25_B = _non_negative("SEARCH_BM25_B", 0.75)
 if SEARCH_BM25_B > 1:
     raise ImproperlyConfigured(f"SEARCH_BM25_B must be between 0 and 1, got {SEARCH_BM25_B}")
 # Upper bound on chunks rescored by BM25 (sum of document frequencies of the OR-ed lexemes).
@@ -367,7 +359,7 @@ if (
     raise ImproperlyConfigured(
         "ASK_SUPPORT_WEIGHTS must give similarity, coverage and known weights >= 0 adding up to 1"
     )
-ASK_SUPPORT_THRESHOLD = _non_negative_float("ASK_SUPPORT_THRESHOLD", 0.445)
+ASK_SUPPORT_THRESHOLD = _non_negative("ASK_SUPPORT_THRESHOLD", 0.445)
 
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 
 # A key prefix of our own, so that runs sharing one Redis (several checkouts, CI) never see
@@ -41,6 +42,31 @@ def _fresh_redis_state():
     _clear_our_redis_keys()
     verified_credentials.clear()
     rendered_responses.clear()
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed again when the block ends
+
+
+def redis_cache_at(url: str) -> dict:
+    """CACHES with the default cache (rate limits, cache generations) at `url`."""
+    return {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": url,
+            "KEY_PREFIX": "down",
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+
+
+@pytest.fixture
+def redis_unreachable(settings) -> None:
+    """From here on the test's requests find no Redis (a closed port)."""
+    settings.CACHES = redis_cache_at(f"redis://127.0.0.1:{closed_port()}/0")
 
 
 @pytest.fixture

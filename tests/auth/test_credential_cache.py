@@ -4,7 +4,6 @@ process through the credentials generation in Redis."""
 
 from __future__ import annotations
 
-import socket
 import time
 from datetime import timedelta
 
@@ -137,23 +136,11 @@ def test_with_the_cache_off_every_request_looks_the_key_up(api_client, settings,
         assert api_client.get(PROBE, **bearer(secret)).status_code == 200
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_with_redis_down_every_token_is_verified_in_the_database(api_client, settings):
+def test_with_redis_down_every_token_is_verified_in_the_database(api_client, request):
     key, secret = read_key()
     api_client.get(PROBE, **bearer(secret))
     ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())  # its bump never arrives
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": f"redis://127.0.0.1:{_closed_port()}/0",
-            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }
-    }
+    request.getfixturevalue("redis_unreachable")
     _other, good_secret = read_key()
 
     refused = api_client.get(PROBE, **bearer(secret))

@@ -21,6 +21,7 @@ from agentplatform.ratelimits import count_request, parse_rate
 from agents.models import ApiKeyKind
 from agents.services import api_key_create
 from tests.agents.factories import AgentFactory, bearer
+from tests.conftest import closed_port, redis_cache_at
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.platform.urls_testonly")]
 
@@ -252,26 +253,9 @@ def test_concurrent_requests_are_each_counted_once():
 # --- Redis down: fail open ----------------------------------------------------------------------
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # closed again when the block ends
-
-
-def _cache_at(url: str) -> dict:
-    return {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": url,
-            "KEY_PREFIX": "down",
-            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }
-    }
-
-
 def test_redis_down_reads_still_answer_without_limit_headers_and_a_warning_is_logged(settings, caplog):
     AgentFactory(instance_id="alpha", name="Alpha")
-    settings.CACHES = _cache_at(f"redis://127.0.0.1:{_closed_port()}/0")
+    settings.CACHES = redis_cache_at(f"redis://127.0.0.1:{closed_port()}/0")
     client = client_from("198.51.100.12")
 
     with caplog.at_level(logging.WARNING, logger="agentplatform.ratelimits"):
@@ -287,7 +271,7 @@ def test_redis_down_reads_still_answer_without_limit_headers_and_a_warning_is_lo
 
 
 def test_redis_down_errors_under_api_are_still_problem_json(settings):
-    settings.CACHES = _cache_at(f"redis://127.0.0.1:{_closed_port()}/0")
+    settings.CACHES = redis_cache_at(f"redis://127.0.0.1:{closed_port()}/0")
     client = client_from("198.51.100.13")
 
     missing = client.get("/api/profile/nobody")
@@ -325,7 +309,7 @@ class _SilentRedis:
 def test_hung_redis_is_tried_once_then_left_alone_for_the_retry_interval(settings):
     silent = _SilentRedis()
     try:
-        settings.CACHES = _cache_at(f"redis://127.0.0.1:{silent.port}/0")
+        settings.CACHES = redis_cache_at(f"redis://127.0.0.1:{silent.port}/0")
         client = client_from("198.51.100.14")
 
         answers = [client.get("/api/agents") for _ in range(4)]

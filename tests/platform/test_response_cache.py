@@ -3,7 +3,6 @@ through the app shows on the next request, and nothing is served past its genera
 
 from __future__ import annotations
 
-import socket
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -188,23 +187,11 @@ def test_invalid_queries_are_refused_every_time(api_client):
     assert answers[1]["Content-Type"] == "application/problem+json"
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_with_redis_down_reads_come_from_the_database(api_client, settings):
+def test_with_redis_down_reads_come_from_the_database(api_client, request):
     alpha = AgentFactory(name="Alpha")
     api_client.get("/api/agents")
     Agent.objects.filter(pk=alpha.pk).update(name="Renamed")  # the entry above is now stale
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": f"redis://127.0.0.1:{_closed_port()}/0",
-            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }
-    }
+    request.getfixturevalue("redis_unreachable")
 
     response = api_client.get("/api/agents")
 
