@@ -75,6 +75,22 @@ def load_argument_parser(*, description: str | None, default_port: int) -> argpa
     return parser
 
 
+def server_environment(args: argparse.Namespace, *, key_prefix: str) -> dict[str, str]:
+    """The environment of a benchmark's gunicorn: this shell's, with the run's Redis key prefix,
+    rate limits that never throttle (still counted) and the Procfile's web options."""
+    return {
+        **os.environ,
+        "CACHE_KEY_PREFIX": key_prefix,
+        "RATE_LIMIT_PUBLIC": UNTHROTTLED_RATE,
+        "RATE_LIMIT_AUTHENTICATED": UNTHROTTLED_RATE,
+        "RATE_LIMIT_TRADING": UNTHROTTLED_RATE,
+        "DEBUG": "false",
+        "WEB_HOST": "127.0.0.1",
+        "WEB_PORT": str(args.port),
+        "WEB_WORKERS": str(args.workers),
+    }
+
+
 def main() -> int:
     parser = load_argument_parser(description=__doc__, default_port=8250)
     parser.add_argument("--keep-db", action="store_true", help="leave the run's database in place")
@@ -95,16 +111,8 @@ def main() -> int:
     prefix = f"bench-{os.getpid()}"
     segment = os.environ.get("COIN_SEGMENT", "wisent")
     env = {
-        **os.environ,
+        **server_environment(args, key_prefix=prefix),
         "DATABASE_URL": f"postgres://postgres@{quote(socket_dir, safe='')}/{DATABASE_NAME}",
-        "CACHE_KEY_PREFIX": prefix,
-        "RATE_LIMIT_PUBLIC": UNTHROTTLED_RATE,
-        "RATE_LIMIT_AUTHENTICATED": UNTHROTTLED_RATE,
-        "RATE_LIMIT_TRADING": UNTHROTTLED_RATE,
-        "DEBUG": "false",
-        "WEB_HOST": "127.0.0.1",
-        "WEB_PORT": str(args.port),
-        "WEB_WORKERS": str(args.workers),
         "COIN_SEGMENT": segment,
     }
     endpoints = [

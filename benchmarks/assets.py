@@ -41,11 +41,11 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 from benchmarks.api import (  # noqa: E402
-    UNTHROTTLED_RATE,
     Measurement,
     clear_redis_prefix,
     load_argument_parser,
     procfile_web_command,
+    server_environment,
     stop,
     wrk_run,
 )
@@ -72,21 +72,13 @@ def main() -> int:
     registry = build_repositories(work, image)
     prefix = f"bench-assets-{os.getpid()}"
     env = {
-        **os.environ,
+        **server_environment(args, key_prefix=prefix),
         "DJANGO_SETTINGS_MODULE": "benchmarks.assets_settings",
         "BENCH_STATIC_ROOT": str(work / "static"),
         "SOURCE_REGISTRY_REPO": str(registry),
         "SOURCE_REGISTRY_REF": "main",
         "BRAND_ASSETS_PATH": "brand-assets.yml",
         "GIT_CACHE_DIR": str(work / "git-cache"),
-        "CACHE_KEY_PREFIX": prefix,
-        "RATE_LIMIT_PUBLIC": UNTHROTTLED_RATE,
-        "RATE_LIMIT_AUTHENTICATED": UNTHROTTLED_RATE,
-        "RATE_LIMIT_TRADING": UNTHROTTLED_RATE,
-        "DEBUG": "false",
-        "WEB_HOST": "127.0.0.1",
-        "WEB_PORT": str(args.port),
-        "WEB_WORKERS": str(args.workers),
     }
     os.environ.update({key: env[key] for key in env if key != "DJANGO_SETTINGS_MODULE"})
     drop_database()
