@@ -15,6 +15,9 @@ from urllib.parse import unquote, urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+# Plain Python without Django imports: the one parser of the sources-missing model's coefficients.
+from groundtruth.search.abstention_model import AbstentionModelInvalid, abstention_model_parse
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -301,12 +304,18 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_TIMEOUT_SECONDS = _non_negative("LLM_TIMEOUT_SECONDS", 30.0)
 
 # --- Ground-truth search and ask (groundtruth/search/) ---------------------------------------
-# Candidates taken from each leg (lexical BM25, dense HNSW) before fusion.
+# Defaults tuned on real documentation and cross-validated by repository (benchmarks/retrieval.py;
+# README "Measured").
+# Candidates taken from each leg (lexical BM25; dense: nearest passages and nearest titles).
 SEARCH_CANDIDATE_DEPTH = _positive_int("SEARCH_CANDIDATE_DEPTH", 50)
 # Weighted reciprocal rank fusion: weight / (SEARCH_RRF_K + rank) per leg.
-SEARCH_LEXICAL_WEIGHT = _non_negative("SEARCH_LEXICAL_WEIGHT", 1.0)
+SEARCH_LEXICAL_WEIGHT = _non_negative("SEARCH_LEXICAL_WEIGHT", 0.2)
 SEARCH_DENSE_WEIGHT = _non_negative("SEARCH_DENSE_WEIGHT", 1.0)
 SEARCH_RRF_K = _non_negative("SEARCH_RRF_K", 10.0)
+# Dense score = (1 - SEARCH_HEADING_WEIGHT) * passage similarity + SEARCH_HEADING_WEIGHT * title similarity.
+SEARCH_HEADING_WEIGHT = _non_negative("SEARCH_HEADING_WEIGHT", 0.25)
+if SEARCH_HEADING_WEIGHT > 1:
+    raise ImproperlyConfigured(f"SEARCH_HEADING_WEIGHT must be between 0 and 1, got {SEARCH_HEADING_WEIGHT}")
 SEARCH_BM25_K1 = _non_negative("SEARCH_BM25_K1", 1.2)
 SEARCH_BM25_B = _non_negative("SEARCH_BM25_B", 0.75)
 if SEARCH_BM25_B > 1:
@@ -317,49 +326,52 @@ SEARCH_HNSW_EF_SEARCH = _positive_int("SEARCH_HNSW_EF_SEARCH", 100)
 SEARCH_HNSW_MAX_SCAN_TUPLES = _positive_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000)
 # Query embeddings kept per web process (in-process LRU; entries, about 3 KB each).
 SEARCH_EMBEDDING_CACHE_SIZE = _positive_int("SEARCH_EMBEDDING_CACHE_SIZE", 1024)
+# Multipliers of the fused score by trust tier: near-tie breakers, so each is in [0.9, 1].
 _trust_tiers = ("canonical", "reviewed", "community", "transcript")
 try:
     SEARCH_TRUST_WEIGHTS = {
         tier: float(weight)
         for tier, weight in env.dict(
-            "SEARCH_TRUST_WEIGHTS", default={"canonical": 1.0, "reviewed": 0.9, "community": 0.75, "transcript": 0.5}
+            "SEARCH_TRUST_WEIGHTS",
+            default={"canonical": 1.0, "reviewed": 0.98, "community": 0.96, "transcript": 0.92},
         ).items()
     }
 except ValueError as exc:
-    raise ImproperlyConfigured("SEARCH_TRUST_WEIGHTS must look like canonical=1.0,reviewed=0.9,...") from exc
-if sorted(SEARCH_TRUST_WEIGHTS) != sorted(_trust_tiers) or any(
-    SEARCH_TRUST_WEIGHTS[higher] < SEARCH_TRUST_WEIGHTS[lower] or SEARCH_TRUST_WEIGHTS[lower] < 0
-    for higher, lower in itertools.pairwise(_trust_tiers)
-):
-    raise ImproperlyConfigured(
-        "SEARCH_TRUST_WEIGHTS must give canonical, reviewed, community and transcript each a weight >= 0, "
-        "in that order from highest to lowest"
-    )
-# /ask: how many passages to cite, and at most how many lines each snippet keeps.
-ASK_CITATION_COUNT = _positive_int("ASK_CITATION_COUNT", 5)
-ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 6)
-# Missing sources (groundtruth/search/source_support.py): support = weighted sum of the best
-# cosine similarity, the best chunk's share of the question's IDF and the share of that IDF the
-# corpus knows; below the threshold the sources are missing. Calibrated on
-# benchmarks/questions.yml by `python benchmarks/retrieval.py --calibrate`.
-try:
-    ASK_SUPPORT_WEIGHTS = {
-        name: float(weight)
-        for name, weight in env.dict(
-            "ASK_SUPPORT_WEIGHTS", default={"similarity": 0.2, "coverage": 0.5, "known": 0.3}
-        ).items()
-    }
-except ValueError as exc:
-    raise ImproperlyConfigured("ASK_SUPPORT_WEIGHTS must look like similarity=0.2,coverage=0.5,known=0.3") from exc
+    raise ImproperlyConfigured("SEARCH_TRUST_WEIGHTS must look like canonical=1.0,reviewed=0.98,...") from exc
 if (
-    set(ASK_SUPPORT_WEIGHTS) != {"similarity", "coverage", "known"}
-    or any(weight < 0 for weight in ASK_SUPPORT_WEIGHTS.values())
-    or abs(sum(ASK_SUPPORT_WEIGHTS.values()) - 1) > 1e-6
+    sorted(SEARCH_TRUST_WEIGHTS) != sorted(_trust_tiers)
+    or any(not 0.9 <= weight <= 1 for weight in SEARCH_TRUST_WEIGHTS.values())
+    or any(
+        SEARCH_TRUST_WEIGHTS[higher] < SEARCH_TRUST_WEIGHTS[lower] for higher, lower in itertools.pairwise(_trust_tiers)
+    )
 ):
     raise ImproperlyConfigured(
-        "ASK_SUPPORT_WEIGHTS must give similarity, coverage and known weights >= 0 adding up to 1"
+        "SEARCH_TRUST_WEIGHTS must give canonical, reviewed, community and transcript each a weight from 0.9 to 1, "
+        "in that order from highest to lowest (they break near-ties; a larger spread would let a weakly matching "
+        "canonical passage outrank a strongly matching community one)"
     )
-ASK_SUPPORT_THRESHOLD = _non_negative("ASK_SUPPORT_THRESHOLD", 0.445)
+# /ask: at most how many passages to cite; a passage after the first is cited only while its
+# dense score is within ASK_CITATION_MARGIN of the first's; at most how many lines a snippet keeps.
+ASK_CITATION_COUNT = _positive_int("ASK_CITATION_COUNT", 5)
+ASK_CITATION_MARGIN = _non_negative("ASK_CITATION_MARGIN", 0.05)
+ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 8)
+# Missing sources (groundtruth/search/abstention.py): a logistic model over evidence features,
+# `intercept=...,<feature>=<weight>,...`; below ASK_ABSTENTION_THRESHOLD (the probability that the
+# passages answer) the sources are missing. Fitted by `manage.py abstention_fit`.
+try:
+    ASK_ABSTENTION_MODEL = abstention_model_parse(
+        env.dict(
+            "ASK_ABSTENTION_MODEL",
+            default={"intercept": -6.0, "similarity": 6.0, "known": 3.0, "coverage": 2.0},
+        )
+    )
+except AbstentionModelInvalid as exc:
+    raise ImproperlyConfigured(f"ASK_ABSTENTION_MODEL: {exc}") from exc
+ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.5)
+if ASK_ABSTENTION_THRESHOLD > 1:
+    raise ImproperlyConfigured(
+        f"ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got {ASK_ABSTENTION_THRESHOLD}"
+    )
 
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

@@ -54,18 +54,20 @@ def corpus_lines() -> list[str]:
 def chunks_generate(count: int, *, embedded: int) -> None:
     """Creates `count` chunks in files of CHUNKS_PER_FILE, embedded and indexed.
 
-    The first `embedded` chunks are embedded by the model. The others get a noisy copy of one of
-    those vectors (cosine about 0.85 to it): embedding 100,000 texts on a shared 2-core machine
-    takes hours, and the search cost does not depend on how a stored vector was made, only on
-    there being 100,000 of them spread over the space like real ones.
+    The first `embedded` chunks are embedded by the model (passage and title, as the ingest
+    does). The others get noisy copies of one of those pairs of vectors (cosine about 0.85):
+    embedding 100,000 texts on a shared 2-core machine takes hours, and the search cost does not
+    depend on how a stored vector was made, only on there being 100,000 of them spread over the
+    space like real ones.
     """
     import numpy as np
     from django.db import connection, transaction
 
     from groundtruth.embeddings import embedding_backend
+    from groundtruth.ingest.index_text import INDEX_VERSION, heading_text, passage_text
     from groundtruth.models import Chunk, Repository, SourceFile
     from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
-    from groundtruth.vector_index import vector_index_ensure, vector_index_name
+    from groundtruth.vector_index import VECTOR_COLUMNS, vector_index_ensure, vector_index_name
 
     backend = embedding_backend()
     random.seed(20261121)
@@ -87,10 +89,10 @@ def chunks_generate(count: int, *, embedded: int) -> None:
     Chunk.objects.filter(repository=repository).delete()
     SourceFile.objects.filter(repository=repository).delete()
     with connection.cursor() as cursor:
-        # Rows are inserted without the HNSW index and it is built once at the end.
-        cursor.execute(
-            f"DROP INDEX IF EXISTS {vector_index_name(model_name=backend.model_name, dimension=backend.dimension)}"
-        )
+        # Rows are inserted without the HNSW indexes and they are built once at the end.
+        for column in VECTOR_COLUMNS:
+            name = vector_index_name(model_name=backend.model_name, dimension=backend.dimension, column=column)
+            cursor.execute(f"DROP INDEX IF EXISTS {name}")
     started = time.perf_counter()
     pool: list[np.ndarray] = []
     batch_files = 200
@@ -115,15 +117,25 @@ def chunks_generate(count: int, *, embedded: int) -> None:
                 heading = [f"{topic} guide", f"{random.choice(words).capitalize()} {ordinal}"]
                 drafts.append((source_file, ordinal, heading, "\n".join(body)))
         if len(pool) < embedded:
-            texts = [" > ".join(heading) + "\n" + text for _, _, heading, text in drafts[: embedded - len(pool)]]
-            pool.extend(np.array(vector) for vector in backend.embed(texts))
+            fresh = drafts[: embedded - len(pool)]
+            texts = [
+                passage_text(repository_name=REPOSITORY_NAME, heading=heading, text=text)
+                for _, _, heading, text in fresh
+            ]
+            titles = [heading_text(heading) or "" for _, _, heading, _ in fresh]
+            embedded_vectors = backend.embed(texts + titles)
+            pool.extend(
+                (np.array(passage), np.array(title))
+                for passage, title in zip(embedded_vectors[: len(texts)], embedded_vectors[len(texts) :], strict=True)
+            )
             vectors = [*pool[-len(texts) :]]
         else:
             vectors = []
         while len(vectors) < len(drafts):
-            base = pool[random.randrange(len(pool))]
-            vector = base + noise.normal(0, 0.03, base.shape)
-            vectors.append(vector / np.linalg.norm(vector))
+            base_passage, base_title = pool[random.randrange(len(pool))]
+            passage = base_passage + noise.normal(0, 0.03, base_passage.shape)
+            title = base_title + noise.normal(0, 0.03, base_title.shape)
+            vectors.append((passage / np.linalg.norm(passage), title / np.linalg.norm(title)))
         with transaction.atomic():
             created = Chunk.objects.bulk_create(
                 Chunk(
@@ -138,21 +150,23 @@ def chunks_generate(count: int, *, embedded: int) -> None:
                     content_hash=f"{source_file.pk}-{ordinal}",
                     trust="reviewed",
                     ordinal=ordinal,
-                    embedding=[float(value) for value in vector],
+                    embedding=[float(value) for value in passage],
+                    heading_embedding=[float(value) for value in title],
                     embedding_model=backend.model_name,
                 )
-                for (source_file, ordinal, heading, text), vector in zip(drafts, vectors, strict=True)
+                for (source_file, ordinal, heading, text), (passage, title) in zip(drafts, vectors, strict=True)
             )
             lexical_index_refresh(chunk_ids=[chunk.pk for chunk in created])
         done = (first_file + len(files)) * CHUNKS_PER_FILE
         rate = done / (time.perf_counter() - started)
         print(f"\r  {done}/{count} chunks generated and indexed ({rate:.0f}/s)", end="", flush=True)
     print()
-    lexical_statistics_refresh()
+    lexical_statistics_refresh(repository_ids=[repository.pk])
+    Repository.objects.filter(pk=repository.pk).update(index_version=INDEX_VERSION)
     index_started = time.perf_counter()
-    # Built once over the full table: much faster than growing the graph row by row.
+    # Built once over the full table: much faster than growing the graphs row by row.
     vector_index_ensure(model_name=backend.model_name, dimension=backend.dimension)
-    print(f"HNSW index built in {time.perf_counter() - index_started:.0f} s")
+    print(f"HNSW indexes (passages, titles) built in {time.perf_counter() - index_started:.0f} s")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE groundtruth_chunk")
         cursor.execute("ANALYZE groundtruth_lexeme_statistic")

@@ -54,6 +54,9 @@ class Repository(models.Model):
     is_transcript = models.BooleanField(default=False)
     last_commit = models.CharField(max_length=64, blank=True)
     last_ingested_at = models.DateTimeField(null=True, blank=True)
+    index_version = models.PositiveSmallIntegerField(
+        default=0, help_text="recipe the chunks were indexed by (groundtruth/ingest/index_text.py); 0: never indexed"
+    )
     # Kept by the ingest swap, so lists and the admin need no COUNT over the chunks.
     file_count = models.PositiveIntegerField(default=0)
     chunk_count = models.PositiveIntegerField(default=0)
@@ -142,8 +145,10 @@ class SourceFile(models.Model):
 
 
 class Chunk(models.Model):
-    """A cited piece of a source file. `embedding` has no fixed dimension in the column type;
-    the HNSW index is built on a cast to the configured model's dimension."""
+    """A cited piece of a source file. `embedding` is the vector of the passage (repository label,
+    heading trail and text) and `heading_embedding` the vector of its own section title (null
+    without one); neither has a fixed dimension in the column type: the HNSW indexes are built on
+    a cast to the configured model's dimension (`groundtruth/vector_index.py`)."""
 
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="chunks")
     source_file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="chunks")
@@ -159,6 +164,7 @@ class Chunk(models.Model):
     search_vector = SearchVectorField(null=True)
     lexeme_count = models.PositiveIntegerField(default=0)
     embedding = VectorField(null=True, blank=True)
+    heading_embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
 
     class Meta:
@@ -171,3 +177,38 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+class LexemeStatistic(models.Model):
+    """How many chunks of a repository contain a lexeme: BM25's document frequency, summed over
+    the repositories for the corpus. Recounted with set-based SQL after an ingest and read by the
+    search (groundtruth/search/lexical_index.py, lexical_search.py); a model so that it goes with
+    its repository and is flushed with the other tables."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    lexeme = models.TextField()
+    document_count = models.PositiveIntegerField()
+
+    class Meta:
+        db_table = "groundtruth_lexeme_statistic"
+        constraints = [models.UniqueConstraint(fields=["repository", "lexeme"], name="unique_repository_lexeme")]
+        indexes = [models.Index(fields=["lexeme"], name="lexeme_statistic_lexeme")]
+
+    def __str__(self) -> str:
+        return f"{self.lexeme} in {self.document_count} chunks"
+
+
+class CorpusStatistic(models.Model):
+    """A repository's indexed chunk count and total length in lexemes (BM25's N and avgdl, summed
+    over the repositories)."""
+
+    repository = models.OneToOneField(Repository, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    document_count = models.PositiveBigIntegerField()
+    total_length = models.PositiveBigIntegerField()
+    refreshed_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "groundtruth_corpus_statistic"
+
+    def __str__(self) -> str:
+        return f"{self.document_count} chunks, {self.total_length} lexemes"

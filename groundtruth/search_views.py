@@ -43,9 +43,12 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         summary="Search the indexed documentation",
         description=(
             "Hybrid retrieval: a BM25 lexical leg (any query word may match; exact identifiers such as "
-            "`CELERY_BROKER_URL` match whole) and a vector leg (HNSW), fused by weighted reciprocal rank "
-            "and scaled by the trust tier (canonical > reviewed > community > transcript). Only enabled "
-            "repositories are searched. Each result cites the chunk's lines at the indexed commit."
+            "`CELERY_BROKER_URL` match whole; each chunk is indexed with its repository's name and heading "
+            "trail) and a vector leg (HNSW over two vectors per chunk: the passage, and its section title, "
+            "which lifts the passage when it matches the question better), fused by weighted reciprocal rank. "
+            "The trust tier (canonical > reviewed > community > transcript) breaks near-ties only: a strongly "
+            "matching community passage outranks a weakly matching canonical one. Only enabled repositories "
+            "are searched. Each result cites the chunk's lines at the indexed commit."
         ),
         parameters=[
             OpenApiParameter(
@@ -93,14 +96,18 @@ class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         operation_id="ask",
         summary="Ask a question; get cited passages or a cited answer",
         description=(
-            "Retrieves passages as /search does (limited to `scope.repos` when given). Without a language "
-            "model (LLM_BASE_URL unset) the mode is `extractive`: `answer` is null and `citations` holds the "
-            "best passages, each snippet narrowed to the lines that matter with its own line range. With a "
-            "model the mode is `generative`: the answer is composed only from the cited passages, every "
-            "`[n]` refers to a returned citation (others are removed), and a model error or timeout falls "
-            "back to extractive with a `warning`. When the passages do not support an answer, "
-            "`sources_missing` is true, `answer` is null, `citations` is empty and `message` says what was "
-            "searched."
+            "Retrieves passages as /search does (limited to `scope.repos` when given). Whether they answer "
+            "the question is decided by a calibrated model over evidence (similarity of the best passages and "
+            "titles, the share of the question's rare words and names the documentation holds, agreement of "
+            "the two legs; fitted on real documentation). When they do not, `sources_missing` is true, "
+            "`answer` is null, `citations` is empty and `message` says what was searched. Otherwise only "
+            "passages that earn their place are cited: the best one, then those about as relevant "
+            "(ASK_CITATION_COUNT at most, often fewer); each snippet is the passage's answering lines (the "
+            "text under a matching title, never the title alone) with their own line range. Without a "
+            "language model (LLM_BASE_URL unset) the mode is `extractive` and `answer` is null. With a model "
+            "the mode is `generative`: the answer is composed only from the cited passages, every `[n]` refers "
+            "to a returned citation (others are removed), and a model error or timeout falls back to "
+            "extractive with a `warning`."
         ),
         request=AskRequestSerializer,
         responses={

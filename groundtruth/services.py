@@ -285,14 +285,15 @@ def ingest_foreground(
 def repository_reembed(
     *, repository: Repository, progress: Callable[[int, int], None] | None = None, batch_size: int = 512
 ) -> int:
-    """Re-embeds every chunk of `repository` whose vector is missing or was made by another model
-    or dimension than the configured backend's; returns how many were embedded.
+    """Re-embeds every chunk of `repository` whose vectors are missing or were made by another
+    model or dimension than the configured backend's; returns how many were embedded.
 
     One transaction per repository (the repository row is locked, so an ingest of it waits):
     readers keep the old vectors until it commits. Run `manage.py reembed` after changing
     EMBEDDING_BACKEND or EMBEDDING_MODEL; ingests refuse to mix models until it has run.
     """
     from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
+    from groundtruth.ingest.index_text import heading_text, passage_text
     from groundtruth.models import Chunk
 
     backend = embedding_backend()
@@ -305,7 +306,10 @@ def repository_reembed(
         stale = (
             Chunk.objects.filter(repository=repository)
             .extra(
-                where=["(embedding IS NULL OR embedding_model <> %s OR vector_dims(embedding) <> %s)"],
+                where=[
+                    "(embedding IS NULL OR embedding_model <> %s OR vector_dims(embedding) <> %s"
+                    " OR (heading_embedding IS NULL AND jsonb_array_length(heading) > 0))"
+                ],
                 params=[model, dimension],
             )
             .order_by("id")
@@ -314,20 +318,25 @@ def repository_reembed(
         for start in range(0, len(ids), batch_size):
             chunks = list(Chunk.objects.filter(id__in=ids[start : start + batch_size]).order_by("id"))
             texts: dict[str, str] = {}
+            titles: set[str] = set()
             for chunk in chunks:
-                texts.setdefault(chunk.content_hash, _embedding_text(chunk.heading, chunk.text))
-            vectors = dict(zip(texts, backend.embed(list(texts.values())), strict=True))
+                heading = [str(part) for part in chunk.heading or []]
+                texts.setdefault(
+                    chunk.content_hash, passage_text(repository_name=repository.name, heading=heading, text=chunk.text)
+                )
+                if title := heading_text(heading):
+                    titles.add(title)
+            ordered_titles = sorted(titles)
+            embedded_vectors = backend.embed([*texts.values(), *ordered_titles])
+            vectors = dict(zip(texts, embedded_vectors[: len(texts)], strict=True))
+            title_vectors = dict(zip(ordered_titles, embedded_vectors[len(texts) :], strict=True))
             for chunk in chunks:
+                title = heading_text([str(part) for part in chunk.heading or []])
                 chunk.embedding = vectors[chunk.content_hash]
+                chunk.heading_embedding = title_vectors[title] if title else None
                 chunk.embedding_model = model
-            Chunk.objects.bulk_update(chunks, ["embedding", "embedding_model"], batch_size=500)
+            Chunk.objects.bulk_update(chunks, ["embedding", "heading_embedding", "embedding_model"], batch_size=500)
             embedded += len(chunks)
             if progress:
                 progress(embedded, len(ids))
     return embedded
-
-
-def _embedding_text(heading: list[str], text: str) -> str:
-    from groundtruth.ingest.chunking import ChunkDraft
-
-    return ChunkDraft(start_line=1, end_line=1, heading=tuple(heading or ()), text=text).embedding_text

@@ -1,17 +1,19 @@
-"""The HNSW index over chunk embeddings, and the check that stored vectors fit the model.
+"""The HNSW indexes over chunk vectors, and the check that stored vectors fit the model.
 
-`Chunk.embedding` is a `vector` column without a fixed dimension (so the model can change
-without a schema migration). pgvector can only index a fixed dimension, so the index is built
-on a cast, as a partial index per embedding model:
+`Chunk.embedding` (the passage) and `Chunk.heading_embedding` (the section title) are `vector`
+columns without a fixed dimension (so the model can change without a schema migration).
+pgvector can only index a fixed dimension, so each index is built on a cast, as a partial index
+per embedding model:
 
     CREATE INDEX chunk_embedding_hnsw_<dimension>_<model hash> ON groundtruth_chunk
     USING hnsw ((embedding::vector(<dimension>)) vector_cosine_ops)
     WHERE embedding_model = '<model name>'
 
-`vector_index_ensure()` creates it (the ingest calls it before writing vectors, `reembed` after
-re-embedding). For the planner to use it, a nearest-neighbour query must repeat the same cast
-and the same predicate, with the model name as a literal or a client-side bound parameter
-(Django's default psycopg binding), e.g.:
+and `chunk_heading_hnsw_...` the same on `heading_embedding`. `vector_index_ensure()` creates
+both (the ingest calls it before writing vectors, `reembed` after re-embedding). For the planner
+to use them, a nearest-neighbour query must repeat the same cast and the same predicate, with
+the model name as a literal or a client-side bound parameter (Django's default psycopg
+binding), e.g.:
 
     SELECT id FROM groundtruth_chunk
     WHERE embedding_model = %(model)s [AND repository_id = ANY(%(repository_ids)s)]
@@ -49,38 +51,46 @@ class StoredVectors:
     chunks: int
 
 
-def vector_index_name(*, model_name: str, dimension: int) -> str:
+VECTOR_COLUMNS = {"embedding": "chunk_embedding_hnsw", "heading_embedding": "chunk_heading_hnsw"}
+
+
+def vector_index_name(*, model_name: str, dimension: int, column: str = "embedding") -> str:
     digest = hashlib.sha256(model_name.encode()).hexdigest()[:10]
-    return f"chunk_embedding_hnsw_{dimension}_{digest}"
+    return f"{VECTOR_COLUMNS[column]}_{dimension}_{digest}"
 
 
-def vector_index_ensure(*, model_name: str, dimension: int) -> str:
-    """Creates the partial HNSW index for `model_name` if it does not exist; returns its name."""
+def vector_index_ensure(*, model_name: str, dimension: int) -> list[str]:
+    """Creates the partial HNSW indexes of `model_name` (passage and heading vectors) where they
+    do not exist; returns their names."""
     if not isinstance(dimension, int) or dimension <= 0:
         raise ValueError(f"embedding dimension must be a positive integer, got {dimension!r}")
-    name = vector_index_name(model_name=model_name, dimension=dimension)
     # DDL takes no bind parameters; a standard SQL string literal (quotes doubled) is safe here.
     literal = "'" + model_name.replace("'", "''") + "'"
+    names = []
     with connection.cursor() as cursor:
-        # Look first: DDL is refused inside a transaction that has pending deferred-constraint
-        # events, and taking the table lock of CREATE INDEX at every ingest would be pointless.
-        cursor.execute("SELECT 1 FROM pg_indexes WHERE tablename = 'groundtruth_chunk' AND indexname = %s", [name])
-        if cursor.fetchone():
-            return name
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {name} ON groundtruth_chunk "
-            f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
-            f"WHERE embedding_model = {literal}"
-        )
-    return name
+        for column in VECTOR_COLUMNS:
+            name = vector_index_name(model_name=model_name, dimension=dimension, column=column)
+            names.append(name)
+            # Look first: DDL is refused inside a transaction that has pending deferred-constraint
+            # events, and taking the table lock of CREATE INDEX at every ingest would be pointless.
+            cursor.execute("SELECT 1 FROM pg_indexes WHERE tablename = 'groundtruth_chunk' AND indexname = %s", [name])
+            if cursor.fetchone():
+                continue
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {name} ON groundtruth_chunk "
+                f"USING hnsw (({column}::vector({dimension})) vector_cosine_ops) "
+                f"WHERE embedding_model = {literal}"
+            )
+    return names
 
 
-def vector_indexes_drop_other(*, keep: str) -> list[str]:
+def vector_indexes_drop_other(*, keep: list[str]) -> list[str]:
     """Drops the HNSW indexes of other models (after a re-embed left them empty)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'groundtruth_chunk' "
-            "AND indexname LIKE 'chunk\\_embedding\\_hnsw\\_%%' AND indexname <> %s",
+            "AND (indexname LIKE 'chunk\\_embedding\\_hnsw\\_%%' OR indexname LIKE 'chunk\\_heading\\_hnsw\\_%%') "
+            "AND NOT indexname = ANY(%s)",
             [keep],
         )
         names = [row[0] for row in cursor.fetchall()]

@@ -23,7 +23,6 @@ stay exact). Leading and trailing blank lines are not part of a chunk.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
@@ -39,6 +38,8 @@ _RST_ADORNMENT = re.compile(r"^([=\-`:'\"~^_*+#<>.!$%&,;/?@\\|])\1+\s*$")
 _YAML_TOP_KEY = re.compile(r"""^(?:"(?P<dq>[^"]+)"|'(?P<sq>[^']+)'|(?P<plain>[^\s#\-?:][^:#]*?))\s*:(?:\s|$)""")
 _TOML_TABLE = re.compile(r"^\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(?:#.*)?$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_RST_MARKUP = re.compile(r"^\s*\.\.(\s|$)|^__ ")  # targets, comments, directives, anonymous targets
+_MARKDOWN_MARKUP = re.compile(r"^\s{0,3}\[[^\]]+\]:\s")  # link reference definitions
 _markdown = MarkdownIt("commonmark")
 
 
@@ -48,18 +49,6 @@ class ChunkDraft:
     end_line: int
     heading: tuple[str, ...]
     text: str
-
-    @property
-    def embedding_text(self) -> str:
-        """What is embedded: the heading trail (context the text alone lacks), then the text."""
-        if self.heading:
-            return " > ".join(self.heading) + "\n" + self.text
-        return self.text
-
-    @property
-    def content_hash(self) -> str:
-        """Identifies the embedded content: equal hashes can share one embedding."""
-        return hashlib.sha256(self.embedding_text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -101,6 +90,40 @@ def file_chunk(*, path: str, text: str, max_chars: int, config_whole_max_chars: 
     for section in sections:
         drafts.extend(_section_split(lines, section, max_chars))
     return drafts
+
+
+def line_roles(*, path: str, lines: list[str]) -> list[str]:
+    """The role of each line by the rules of the chunking: "heading" (a section title with its
+    adornment), "markup" (reStructuredText targets, comments and directive lines, Markdown link
+    reference definitions, transitions), "blank" or "text". `/ask` narrows a citation to text
+    lines, so a snippet is the answer under a title, not the title alone."""
+    roles = ["text" if line.strip() else "blank" for line in lines]
+    lowered = path.lower()
+    if lowered.endswith(MARKDOWN_SUFFIXES):
+        spans = [(first, body) for first, body, _, _ in _markdown_headings(lines)]
+        markup = _MARKDOWN_MARKUP
+    elif lowered.endswith(RST_SUFFIXES):
+        spans = [(first, body) for first, body, _, _ in _rst_titles(lines)]
+        markup = _RST_MARKUP
+    else:
+        return roles
+    for first, body in spans:
+        for index in range(first, min(body, len(lines))):
+            if roles[index] == "text":
+                roles[index] = "heading"
+    for index, line in enumerate(lines):
+        if roles[index] == "text" and (markup.match(line) or _is_transition(lines, index)):
+            roles[index] = "markup"
+    return roles
+
+
+def _is_transition(lines: list[str], index: int) -> bool:
+    """A line of adornment characters alone between blank lines (`----------`)."""
+    return (
+        bool(_RST_ADORNMENT.match(lines[index].rstrip()))
+        and (index == 0 or not lines[index - 1].strip())
+        and (index + 1 == len(lines) or not lines[index + 1].strip())
+    )
 
 
 # --- sizing ----------------------------------------------------------------------------------
@@ -185,16 +208,23 @@ def _front_matter_end(lines: list[str]) -> int:
     return 0
 
 
-def _markdown_sections(lines: list[str]) -> list[_Section]:
+def _markdown_headings(lines: list[str]) -> list[tuple[int, int, int, str]]:
+    """(first line, body start, level, title) of every heading; `#` lines in code are not headings."""
     front_end = _front_matter_end(lines)
     # Front matter lines are blanked for the parser so its line numbers stay those of the file.
     body = [""] * front_end + lines[front_end:]
     tokens = _markdown.parse("\n".join(body))
-    headings: list[tuple[int, int, int, str]] = []  # (first line, body start, level, title)
+    headings: list[tuple[int, int, int, str]] = []
     for index, token in enumerate(tokens):
         if token.type == "heading_open" and token.map:
             title = tokens[index + 1].content.strip() if index + 1 < len(tokens) else ""
             headings.append((token.map[0], token.map[1], int(token.tag[1]), title))
+    return headings
+
+
+def _markdown_sections(lines: list[str]) -> list[_Section]:
+    front_end = _front_matter_end(lines)
+    headings = _markdown_headings(lines)
     sections: list[_Section] = []
     if front_end:
         sections.append(_Section(0, front_end, ()))
@@ -220,9 +250,11 @@ def _markdown_sections(lines: list[str]) -> list[_Section]:
 
 
 # --- reStructuredText ------------------------------------------------------------------------
-def _rst_sections(lines: list[str]) -> list[_Section]:
+def _rst_titles(lines: list[str]) -> list[tuple[int, int, int, str]]:
+    """(first line, body start, level, title) of every section title; levels follow the order in
+    which adornment styles first appear, as docutils does."""
     styles: list[tuple[str, bool]] = []
-    titles: list[tuple[int, int, str]] = []  # (first line of the title block, level, title)
+    titles: list[tuple[int, int, int, str]] = []
     index = 0
     while index < len(lines) - 1:
         line = lines[index]
@@ -243,7 +275,7 @@ def _rst_sections(lines: list[str]) -> list[_Section]:
                 style = (overline.group(1), True)
                 if style not in styles:
                     styles.append(style)
-                titles.append((index, styles.index(style) + 1, title))
+                titles.append((index, index + 3, styles.index(style) + 1, title))
                 index += 3
                 continue
         under = _RST_ADORNMENT.match(lines[index + 1].rstrip())
@@ -259,26 +291,34 @@ def _rst_sections(lines: list[str]) -> list[_Section]:
             style = (under.group(1), False)
             if style not in styles:
                 styles.append(style)
-            titles.append((index, styles.index(style) + 1, text.strip()))
+            titles.append((index, index + 2, styles.index(style) + 1, text.strip()))
             index += 2
             continue
         index += 1
+    return titles
+
+
+def _rst_sections(lines: list[str]) -> list[_Section]:
+    titles = _rst_titles(lines)
     sections: list[_Section] = []
     first = titles[0][0] if titles else len(lines)
-    if first > 0:
+    pending_start: int | None = None
+    # Targets and comments alone before the first title (`.. _faq:`) open the first section
+    # rather than being a chunk that says nothing.
+    if first > 0 and titles and all(not line.strip() or _RST_MARKUP.match(line) for line in lines[:first]):
+        pending_start = 0
+    elif first > 0:
         sections.append(_Section(0, first, ()))
     stack: list[tuple[int, str]] = []
-    pending_start: int | None = None
-    for position, (line, level, title) in enumerate(titles):
+    for position, (line, body_start, level, title) in enumerate(titles):
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title))
         end = titles[position + 1][0] if position + 1 < len(titles) else len(lines)
         start = pending_start if pending_start is not None else line
         pending_start = None
-        body_start = line + (3 if _RST_ADORNMENT.match(lines[line].rstrip()) else 2)
         body_empty = all(not text.strip() for text in lines[body_start:end])
-        next_is_child = position + 1 < len(titles) and titles[position + 1][1] > level
+        next_is_child = position + 1 < len(titles) and titles[position + 1][2] > level
         if body_empty and next_is_child:
             pending_start = start
             continue

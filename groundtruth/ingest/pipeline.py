@@ -41,9 +41,11 @@ from django.utils import timezone
 from groundtruth.embeddings import EmbeddingBackend, embedding_backend
 from groundtruth.ingest.chunking import ChunkDraft, file_chunk
 from groundtruth.ingest.git_access import GitRepository
+from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, heading_text, passage_text
 from groundtruth.ingest.selection import SelectedFile, files_select, is_binary
 from groundtruth.models import Chunk, IngestRun, IngestStatus, Repository, SourceFile
 from groundtruth.registry import registry_load
+from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
 from groundtruth.vector_index import vector_index_ensure, vector_store_check
 
 logger = logging.getLogger(__name__)
@@ -210,7 +212,9 @@ def _execute(
     run.commit = commit
 
     mark = _phase(state, timings, "select", mark)
-    plan = _plan(git, repository, commit, full=full)
+    # An index built by another recipe (index_text.INDEX_VERSION) is rebuilt whole: unchanged
+    # files are re-chunked too, and embeddings are reused only where their text is the same.
+    plan = _plan(git, repository, commit, full=full or repository.index_version != INDEX_VERSION)
     counts = IngestCounts(
         files_removed=len(plan.removed_ids),
         files_unchanged=len(plan.unchanged_paths),
@@ -245,13 +249,14 @@ def _execute(
             # non-HOT update): most of the cost of a small re-ingest, for nothing.
             counts.chunks_unchanged = Chunk.objects.filter(repository=repository, path__in=plan.unchanged_paths).count()
         if new_chunk_ids:
-            from groundtruth.search.lexical_index import lexical_index_refresh
-
             lexical_index_refresh(chunk_ids=new_chunk_ids)
+        if new_chunk_ids or plan.removed_ids or repository.index_version != INDEX_VERSION:
+            lexical_statistics_refresh(repository_ids=[repository.pk])
         now = timezone.now()
         Repository.objects.filter(pk=repository.pk).update(
             last_commit=commit,
             last_ingested_at=now,
+            index_version=INDEX_VERSION,
             file_count=SourceFile.objects.filter(repository=repository).count(),
             chunk_count=Chunk.objects.filter(repository=repository).count(),
         )
@@ -274,10 +279,6 @@ def _execute(
         )
         if not updated:
             raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
-    if new_chunk_ids or plan.removed_ids:
-        from groundtruth.search.lexical_index import lexical_statistics_refresh
-
-        lexical_statistics_refresh()
     run.refresh_from_db()
     return run
 
@@ -388,7 +389,8 @@ def _batch_write(
             counts.files_added += 1
             counts.chunks_added += len(drafts)
         for ordinal, draft in enumerate(drafts):
-            vector = vectors.get(draft.content_hash)
+            draft_hash = content_hash(repository_name=repository.name, heading=draft.heading, text=draft.text)
+            vector, heading_vector = vectors.get(draft_hash, (None, None))
             chunks.append(
                 Chunk(
                     repository=repository,
@@ -399,10 +401,11 @@ def _batch_write(
                     end_line=draft.end_line,
                     heading=list(draft.heading),
                     text=draft.text,
-                    content_hash=draft.content_hash,
+                    content_hash=draft_hash,
                     trust=repository.trust,
                     ordinal=ordinal,
                     embedding=vector,
+                    heading_embedding=heading_vector,
                     embedding_model=backend.model_name if vector is not None else "",
                 )
             )
@@ -411,13 +414,16 @@ def _batch_write(
 
 def _embeddings_for(
     repository: Repository, drafts: list[ChunkDraft], backend: EmbeddingBackend, counts: IngestCounts
-) -> dict[str, Any]:
-    """content hash -> vector for every draft: reused from stored chunks when the same content
-    was embedded by the same model, computed otherwise."""
+) -> dict[str, tuple[Any, Any]]:
+    """content hash -> (passage vector, heading vector or None) for every draft: reused from
+    stored chunks when the same content was embedded by the same model, computed otherwise
+    (each distinct title once)."""
     if not backend.enabled or not drafts:
         return {}
-    wanted = {draft.content_hash: draft.embedding_text for draft in drafts}
-    vectors: dict[str, Any] = {}
+    wanted: dict[str, ChunkDraft] = {}
+    for draft in drafts:
+        wanted.setdefault(content_hash(repository_name=repository.name, heading=draft.heading, text=draft.text), draft)
+    vectors: dict[str, tuple[Any, Any]] = {}
     hashes = list(wanted)
     for start in range(0, len(hashes), 1000):
         rows = (
@@ -429,12 +435,25 @@ def _embeddings_for(
             )
             .order_by()
             .distinct("content_hash")
-            .values_list("content_hash", "embedding")
+            .values_list("content_hash", "embedding", "heading_embedding")
         )
-        vectors.update(rows)
-    missing = [content_hash for content_hash in hashes if content_hash not in vectors]
+        for stored_hash, embedding, heading_embedding in rows:
+            # A stored chunk of an older recipe may lack its heading vector: embed it anew.
+            if heading_embedding is not None or heading_text(wanted[stored_hash].heading) is None:
+                vectors[stored_hash] = (embedding, heading_embedding)
+    missing = [draft_hash for draft_hash in hashes if draft_hash not in vectors]
     if missing:
-        embedded = backend.embed([wanted[content_hash] for content_hash in missing])
-        vectors.update(zip(missing, embedded, strict=True))
+        titles = sorted({title for draft_hash in missing if (title := heading_text(wanted[draft_hash].heading))})
+        texts = [
+            passage_text(
+                repository_name=repository.name, heading=wanted[draft_hash].heading, text=wanted[draft_hash].text
+            )
+            for draft_hash in missing
+        ]
+        embedded = backend.embed(texts + titles)
+        title_vectors = dict(zip(titles, embedded[len(texts) :], strict=True))
+        for draft_hash, vector in zip(missing, embedded[: len(texts)], strict=True):
+            title = heading_text(wanted[draft_hash].heading)
+            vectors[draft_hash] = (vector, title_vectors[title] if title else None)
         counts.chunks_embedded += len(missing)
     return vectors

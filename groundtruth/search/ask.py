@@ -10,12 +10,14 @@ from typing import Any
 from django.conf import settings
 
 from groundtruth.models import Repository
+from groundtruth.search.abstention import AbstentionAssessment, abstention_assess
+from groundtruth.search.abstention_model import AbstentionModel
 from groundtruth.search.answer_composition import answer_is_refusal, answer_markers_check, answer_messages
 from groundtruth.search.citations import citation_for
-from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
+from groundtruth.search.fusion import FusionParameters
+from groundtruth.search.hybrid_search import SearchHit, SearchOutcome, chunk_search, search_scope_resolve
 from groundtruth.search.llm_client import ChatModel, LanguageModelError, chat_completion_create
 from groundtruth.search.snippets import snippets_narrow
-from groundtruth.search.source_support import support_assess
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +35,7 @@ class AskResult:
     searched: list[dict[str, str]]
     message: str | None = None
     warning: str | None = None
-    support: dict[str, float | None] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def _searched(repositories: list[Repository]) -> list[dict[str, str]]:
@@ -66,25 +68,67 @@ def _chat_model() -> ChatModel | None:
     )
 
 
-def question_answer(*, question: str, repository_names: list[str] | None) -> AskResult:
+def _evidence(assessment: AbstentionAssessment) -> dict[str, Any]:
+    return {
+        "probability": round(assessment.probability, 4),
+        "threshold": assessment.threshold,
+        "named_repositories": assessment.named_repositories,
+        "features": {name: round(value, 4) for name, value in assessment.features.items()},
+    }
+
+
+def _word_share(hit: SearchHit, outcome: SearchOutcome) -> float:
+    """The share of the question's IDF mass that a passage contains."""
+    total = outcome.lexical_query.total_idf
+    idf = {term.lexeme: term.idf for term in outcome.lexical_query.terms}
+    return sum(idf.get(lexeme, 0.0) for lexeme in hit.matched_lexemes) / total if total > 0 else 0.0
+
+
+def citations_select(outcome: SearchOutcome, *, count: int, margin: float) -> list[SearchHit]:
+    """The passages that earn a citation: the best fused one, then, in fused order, each whose
+    relevance is within `margin` of the best relevance among the first `count`. Relevance is
+    the dense score (a passage outside the dense leg's candidates has none and is not cited
+    after the first); with no dense leg (EMBEDDING_BACKEND=none), the share of the question's
+    IDF mass the passage contains. A passage much weaker than the best is filler, whatever its
+    rank."""
+    hits = outcome.hits[:count]
+    if not hits:
+        return []
+    if any(hit.dense_score is not None for hit in hits):
+        best = max(hit.dense_score for hit in hits if hit.dense_score is not None)
+        close = [hit for hit in hits[1:] if hit.dense_score is not None and hit.dense_score >= best - margin]
+    else:
+        best = max(_word_share(hit, outcome) for hit in hits)
+        close = [hit for hit in hits[1:] if _word_share(hit, outcome) >= best - margin]
+    return [hits[0], *close]
+
+
+def question_answer(
+    *,
+    question: str,
+    repository_names: list[str] | None,
+    fusion: FusionParameters | None = None,
+    abstention_model: AbstentionModel | None = None,
+    abstention_threshold: float | None = None,
+) -> AskResult:
     """Answers `question` from the indexed chunks of the named (default: all enabled)
     repositories.
 
-    - The passages do not support an answer (support below ASK_SUPPORT_THRESHOLD, or the model
-      says so): sources_missing, no answer, no citations, a message naming what was searched.
-    - No LLM_BASE_URL: extractive, answer None, the best passages as narrowed cited snippets.
-    - LLM_BASE_URL: generative, the model's answer with every [n] checked against the returned
-      citations; a model failure falls back to extractive with a warning.
+    - The passages do not answer it (the abstention model's probability is below
+      ASK_ABSTENTION_THRESHOLD, or the language model says so): sources_missing, no answer, no
+      citations, a message naming what was searched.
+    - No LLM_BASE_URL: extractive, answer None, the passages that earn a citation
+      (`citations_select`) as snippets narrowed to the lines that answer.
+    - LLM_BASE_URL: generative, the model's answer from those passages with every [n] checked
+      against the returned citations; a model failure falls back to extractive with a warning.
+
+    `fusion` and the abstention model and threshold default to the configured ones (benchmarks
+    pass their own).
     """
     repositories = search_scope_resolve(names=repository_names)
-    outcome = chunk_search(query=question, repositories=repositories, limit=settings.ASK_CITATION_COUNT)
-    assessment = support_assess(outcome)
-    support = {
-        "score": assessment.score,
-        "similarity": assessment.similarity,
-        "coverage": assessment.coverage,
-        "known": assessment.known,
-    }
+    outcome = chunk_search(query=question, repositories=repositories, limit=settings.ASK_CITATION_COUNT, fusion=fusion)
+    assessment = abstention_assess(outcome, question=question, model=abstention_model, threshold=abstention_threshold)
+    evidence = _evidence(assessment)
     model = _chat_model()
     if not assessment.supported:
         return AskResult(
@@ -95,10 +139,11 @@ def question_answer(*, question: str, repository_names: list[str] | None) -> Ask
             citations=[],
             searched=_searched(repositories),
             message=_missing_message(question, repositories),
-            support=support,
+            evidence=evidence,
         )
 
-    chunks = [hit.chunk for hit in outcome.hits]
+    cited = citations_select(outcome, count=settings.ASK_CITATION_COUNT, margin=settings.ASK_CITATION_MARGIN)
+    chunks = [hit.chunk for hit in cited]
     snippets = snippets_narrow(chunks=chunks, query=outcome.lexical_query, max_lines=settings.ASK_SNIPPET_MAX_LINES)
     citations = [
         {
@@ -115,11 +160,10 @@ def question_answer(*, question: str, repository_names: list[str] | None) -> Ask
         sources_missing=False,
         citations=citations,
         searched=_searched(repositories),
-        support=support,
+        evidence=evidence,
     )
     if model is None:
         return result
-
     try:
         reply = chat_completion_create(model=model, messages=answer_messages(question=question, chunks=chunks))
     except LanguageModelError as exc:

@@ -1,4 +1,9 @@
-"""The dense leg: nearest chunks by cosine distance through the HNSW index.
+"""The dense leg: nearest chunks by cosine distance through the HNSW indexes.
+
+Each chunk has two vectors: its passage (repository label, heading trail and text) and its own
+section title (`groundtruth/ingest/index_text.py`). The leg takes the `depth` nearest passages
+and the `depth` nearest titles, each through its own index, and returns for every chunk found
+either way both similarities to the question; `fusion.dense_ranking` combines them.
 
 The embedding column has no fixed dimension, so the HNSW index is built on a cast to the
 model's dimension (`(embedding::vector(384)) vector_cosine_ops`, see the ingest migrations); the
@@ -22,7 +27,8 @@ from django.db import connection
 @dataclass(frozen=True)
 class DenseHit:
     chunk_id: int
-    similarity: float  # cosine similarity, 1 - cosine distance
+    similarity: float  # of the passage vector: cosine similarity, 1 - cosine distance
+    heading_similarity: float | None  # of the heading vector; None for a chunk without a title
 
 
 def vector_literal(values: list[float]) -> str:
@@ -31,18 +37,30 @@ def vector_literal(values: list[float]) -> str:
 
 
 def dense_search_sql(*, dimension: int) -> str:
-    """The dense leg's query; the cast matches the HNSW index expression."""
+    """The dense leg's query; the casts match the HNSW index expressions."""
     if not isinstance(dimension, int) or dimension <= 0:
         raise ValueError(f"embedding dimension must be a positive integer, got {dimension!r}")
+    query = f"%(embedding)s::vector({dimension})"
     return f"""
-        WITH nearest AS MATERIALIZED (
-            SELECT chunk.id, (chunk.embedding::vector({dimension})) <=> %(embedding)s::vector({dimension}) AS distance
+        WITH passage AS MATERIALIZED (
+            SELECT chunk.id
             FROM groundtruth_chunk AS chunk
             WHERE chunk.repository_id = ANY(%(repository_ids)s) AND chunk.embedding_model = %(model)s
-            ORDER BY (chunk.embedding::vector({dimension})) <=> %(embedding)s::vector({dimension})
+            ORDER BY (chunk.embedding::vector({dimension})) <=> {query}
+            LIMIT %(depth)s
+        ), heading AS MATERIALIZED (
+            SELECT chunk.id
+            FROM groundtruth_chunk AS chunk
+            WHERE chunk.repository_id = ANY(%(repository_ids)s) AND chunk.embedding_model = %(model)s
+            ORDER BY (chunk.heading_embedding::vector({dimension})) <=> {query}
             LIMIT %(depth)s
         )
-        SELECT id, distance FROM nearest ORDER BY distance, id
+        SELECT chunk.id,
+               (chunk.embedding::vector({dimension})) <=> {query},
+               (chunk.heading_embedding::vector({dimension})) <=> {query}
+        FROM groundtruth_chunk AS chunk
+        WHERE chunk.id IN (SELECT id FROM passage UNION SELECT id FROM heading)
+        ORDER BY 2, chunk.id
     """
 
 
@@ -60,7 +78,8 @@ def dense_session_statements() -> list[str]:
 def dense_candidates(
     *, embedding: list[float], model_name: str, repository_ids: list[int], depth: int
 ) -> list[DenseHit]:
-    """The `depth` chunks nearest to `embedding` among those embedded by `model_name`.
+    """The chunks among the `depth` nearest passages or the `depth` nearest titles to
+    `embedding` (of chunks embedded by `model_name`), nearest passage first.
 
     Must run inside a transaction (the HNSW settings are transaction-local).
     """
@@ -79,5 +98,10 @@ def dense_candidates(
             },
         )
         return [
-            DenseHit(chunk_id=chunk_id, similarity=1.0 - float(distance)) for chunk_id, distance in cursor.fetchall()
+            DenseHit(
+                chunk_id=chunk_id,
+                similarity=1.0 - float(distance),
+                heading_similarity=None if heading_distance is None else 1.0 - float(heading_distance),
+            )
+            for chunk_id, distance, heading_distance in cursor.fetchall()
         ]

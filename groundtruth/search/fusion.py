@@ -1,16 +1,49 @@
-"""Weighted reciprocal rank fusion of the two legs, scaled by the trust tier of each chunk.
+"""The dense ranking, and weighted reciprocal rank fusion of the two legs scaled by trust tier.
+
+Dense ranking: a chunk's dense score is the similarity of its passage, lifted towards the
+similarity of its own section title when that is higher: `(1 - h) * passage + h * title` with
+h = SEARCH_HEADING_WEIGHT, else the passage's (a chunk without a title scores its passage
+alone). A question often says what a title says ("How do I use a proxy?") in other words than
+the body's; a title that says less than its body (reference sections under "Options") must not
+sink it.
 
 RRF uses ranks, not scores: BM25 scores and cosine similarities live on unrelated scales, and
 ranks need no per-corpus normalisation. Each leg contributes weight / (k + rank) (rank 1-based);
-the sum is multiplied by the weight of the chunk's trust tier, so a canonical passage outranks
-an equally relevant community or transcript one. Weights, k and tiers come from settings
-(SEARCH_LEXICAL_WEIGHT, SEARCH_DENSE_WEIGHT, SEARCH_RRF_K, SEARCH_TRUST_WEIGHTS).
+the sum is multiplied by the weight of the chunk's trust tier. The tier weights are close to 1
+(SEARCH_TRUST_WEIGHTS, at least 0.9 each): they break near-ties in favour of the more trusted
+passage and never let a weakly matching canonical passage outrank a strongly matching
+community one. Weights, k and tiers come from settings (SEARCH_LEXICAL_WEIGHT,
+SEARCH_DENSE_WEIGHT, SEARCH_RRF_K, SEARCH_TRUST_WEIGHTS), tuned on real documentation by
+`benchmarks/retrieval.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from django.conf import settings
+
+from groundtruth.search.dense_search import DenseHit
+
+
+@dataclass(frozen=True)
+class FusionParameters:
+    heading_weight: float
+    lexical_weight: float
+    dense_weight: float
+    rank_constant: float
+    trust_weights: Mapping[str, float]
+
+
+def fusion_parameters_configured() -> FusionParameters:
+    return FusionParameters(
+        heading_weight=settings.SEARCH_HEADING_WEIGHT,
+        lexical_weight=settings.SEARCH_LEXICAL_WEIGHT,
+        dense_weight=settings.SEARCH_DENSE_WEIGHT,
+        rank_constant=settings.SEARCH_RRF_K,
+        trust_weights=settings.SEARCH_TRUST_WEIGHTS,
+    )
 
 
 @dataclass(frozen=True)
@@ -19,6 +52,20 @@ class FusedHit:
     score: float
     lexical_rank: int | None
     dense_rank: int | None
+
+
+def dense_score(hit: DenseHit, *, heading_weight: float) -> float:
+    """The passage similarity, lifted towards the title's when the title matches better: a
+    title can raise a passage, never lower it (reference sections under generic titles, such as
+    "Options", would otherwise sink below passages whose titles merely sound right)."""
+    if hit.heading_similarity is None or hit.heading_similarity <= hit.similarity:
+        return hit.similarity
+    return (1.0 - heading_weight) * hit.similarity + heading_weight * hit.heading_similarity
+
+
+def dense_ranking(hits: Sequence[DenseHit], *, heading_weight: float) -> list[DenseHit]:
+    """The dense leg's hits, best dense score first (ties by chunk id)."""
+    return sorted(hits, key=lambda hit: (-dense_score(hit, heading_weight=heading_weight), hit.chunk_id))
 
 
 def reciprocal_rank_fusion(

@@ -12,7 +12,13 @@ from django.db import connection, transaction
 from agentplatform.errors import InvalidInput
 from groundtruth.models import Chunk, Repository
 from groundtruth.search.dense_search import DenseHit, dense_candidates
-from groundtruth.search.fusion import reciprocal_rank_fusion
+from groundtruth.search.fusion import (
+    FusionParameters,
+    dense_ranking,
+    dense_score,
+    fusion_parameters_configured,
+    reciprocal_rank_fusion,
+)
 from groundtruth.search.lexical_search import LexicalHit, LexicalQuery, lexical_candidates, lexical_query_build
 from groundtruth.search.query_embedding import QueryEmbedding, query_embed
 
@@ -23,7 +29,9 @@ class SearchHit:
     score: float
     lexical_rank: int | None
     dense_rank: int | None
-    similarity: float | None
+    similarity: float | None  # of the passage vector
+    heading_similarity: float | None  # of the title vector
+    dense_score: float | None  # the two mixed (fusion.dense_score)
     matched_lexemes: tuple[str, ...]
 
 
@@ -34,8 +42,10 @@ class SearchOutcome:
     hits: list[SearchHit]
     lexical_query: LexicalQuery
     lexical_hits: list[LexicalHit] = field(default_factory=list)
-    dense_hits: list[DenseHit] = field(default_factory=list)
+    dense_hits: list[DenseHit] = field(default_factory=list)  # best dense score first
     embedding: QueryEmbedding | None = None
+    chunks: dict[int, Chunk] = field(default_factory=dict)  # every candidate of either leg
+    fusion: FusionParameters | None = None
 
 
 def search_scope_resolve(*, names: list[str] | None) -> list[Repository]:
@@ -71,12 +81,16 @@ def _consistent_snapshot() -> Iterator[None]:
         yield
 
 
-def chunk_search(*, query: str, repositories: list[Repository], limit: int) -> SearchOutcome:
-    """The `limit` best chunks for `query` in `repositories`, fused from both legs.
+def chunk_search(
+    *, query: str, repositories: list[Repository], limit: int, fusion: FusionParameters | None = None
+) -> SearchOutcome:
+    """The `limit` best chunks for `query` in `repositories`, fused from both legs with the
+    configured (or the given, for benchmarks) fusion parameters.
 
     The query is embedded before the transaction opens (no transaction held during model
     inference); with EMBEDDING_BACKEND=none only the lexical leg runs.
     """
+    fusion = fusion or fusion_parameters_configured()
     embedding = query_embed(text=query)
     depth = max(settings.SEARCH_CANDIDATE_DEPTH, limit)
     repository_ids = [repository.pk for repository in repositories]
@@ -95,28 +109,35 @@ def chunk_search(*, query: str, repositories: list[Repository], limit: int) -> S
         )
         candidate_ids = {hit.chunk_id for hit in lexical_hits} | {hit.chunk_id for hit in dense_hits}
         chunks = {chunk.pk: chunk for chunk in Chunk.objects.filter(pk__in=candidate_ids).select_related("repository")}
+    heading_weight = fusion.heading_weight
+    dense_hits = [hit for hit in dense_ranking(dense_hits, heading_weight=heading_weight) if hit.chunk_id in chunks]
+    lexical_hits = [hit for hit in lexical_hits if hit.chunk_id in chunks]
     fused = reciprocal_rank_fusion(
-        lexical_ids=[hit.chunk_id for hit in lexical_hits if hit.chunk_id in chunks],
-        dense_ids=[hit.chunk_id for hit in dense_hits if hit.chunk_id in chunks],
+        lexical_ids=[hit.chunk_id for hit in lexical_hits],
+        dense_ids=[hit.chunk_id for hit in dense_hits],
         trust_by_chunk={chunk_id: chunk.trust for chunk_id, chunk in chunks.items()},
-        lexical_weight=settings.SEARCH_LEXICAL_WEIGHT,
-        dense_weight=settings.SEARCH_DENSE_WEIGHT,
-        rank_constant=settings.SEARCH_RRF_K,
-        trust_weights=settings.SEARCH_TRUST_WEIGHTS,
+        lexical_weight=fusion.lexical_weight,
+        dense_weight=fusion.dense_weight,
+        rank_constant=fusion.rank_constant,
+        trust_weights=fusion.trust_weights,
     )
-    similarity = {hit.chunk_id: hit.similarity for hit in dense_hits}
+    dense = {hit.chunk_id: hit for hit in dense_hits}
     matched = {hit.chunk_id: hit.matched_lexemes for hit in lexical_hits}
-    hits = [
-        SearchHit(
-            chunk=chunks[hit.chunk_id],
-            score=hit.score,
-            lexical_rank=hit.lexical_rank,
-            dense_rank=hit.dense_rank,
-            similarity=similarity.get(hit.chunk_id),
-            matched_lexemes=matched.get(hit.chunk_id, ()),
+    hits = []
+    for hit in fused[:limit]:
+        dense_hit = dense.get(hit.chunk_id)
+        hits.append(
+            SearchHit(
+                chunk=chunks[hit.chunk_id],
+                score=hit.score,
+                lexical_rank=hit.lexical_rank,
+                dense_rank=hit.dense_rank,
+                similarity=dense_hit.similarity if dense_hit else None,
+                heading_similarity=dense_hit.heading_similarity if dense_hit else None,
+                dense_score=dense_score(dense_hit, heading_weight=heading_weight) if dense_hit else None,
+                matched_lexemes=matched.get(hit.chunk_id, ()),
+            )
         )
-        for hit in fused[:limit]
-    ]
     return SearchOutcome(
         query=query,
         repositories=repositories,
@@ -125,4 +146,6 @@ def chunk_search(*, query: str, repositories: list[Repository], limit: int) -> S
         lexical_hits=lexical_hits,
         dense_hits=dense_hits,
         embedding=embedding,
+        chunks=chunks,
+        fusion=fusion,
     )

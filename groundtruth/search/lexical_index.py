@@ -10,10 +10,14 @@ needs on top:
 
 - per chunk: the term frequencies (the positions stored in the tsvector: a lexeme seen 3 times
   has 3 positions) and the document length in tokens (`lexeme_count`);
-- per corpus: for every lexeme the number of chunks that contain it (document frequency) in
-  `groundtruth_lexeme_statistic`, and the chunk count and total length (for the average length)
-  in `groundtruth_corpus_statistic`, recomputed by `lexical_statistics_refresh()` after an
-  ingest changed chunks.
+- per repository: for every lexeme the number of its chunks that contain it (document
+  frequency) in `groundtruth_lexeme_statistic`, and its chunk count and total length in
+  `groundtruth_corpus_statistic`, recounted by `lexical_statistics_refresh()` in the ingest's
+  swap transaction. BM25 uses their sums over the corpus; `/ask` also asks which words one
+  repository contains.
+
+Each chunk is indexed with its repository's label and heading trail before its lines
+(`groundtruth.ingest.index_text.lexical_body`).
 
 Identifiers. The default parser splits `CELERY_BROKER_URL` into `celeri`, `broker`, `url` and
 keeps `django.db.models` or `maxRetryCount` whole without their parts. Exact lookups of
@@ -33,6 +37,7 @@ from collections.abc import Iterable, Sequence
 
 from django.db import connection, transaction
 
+from groundtruth.ingest.index_text import lexical_body
 from groundtruth.models import Chunk
 
 # The text-search configuration used for chunks and queries alike. Changing it needs a re-index
@@ -41,9 +46,6 @@ TEXT_SEARCH_CONFIG = "english"
 
 # Chunks are updated in batches of this many: one round trip each, bounded memory.
 _REFRESH_BATCH = 1000
-
-# An advisory-lock key (any constant bigint) serialising concurrent statistics refreshes.
-_STATISTICS_LOCK = 7_384_021_554
 
 _WORDLIKE = re.compile(r"[A-Za-z0-9_]+(?:[./:][A-Za-z0-9_]+)*")
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -71,13 +73,13 @@ def identifier_terms(text: str) -> tuple[Counter[str], list[str]]:
     return whole, parts
 
 
-def _document_source(*, heading: Sequence[str], text: str) -> tuple[str, str]:
+def _document_source(*, repository_name: str, heading: Sequence[str], text: str) -> tuple[str, str]:
     """(body for to_tsvector, tsvector literal of whole identifiers) for one chunk.
 
-    The heading trail is indexed with the text: a chunk under "Configuration > Database" is
-    about databases even when its lines do not say so.
+    The label and heading trail are indexed with the text: a chunk under "Configuration >
+    Database" is about databases even when its lines do not say so.
     """
-    body = "\n".join([*heading, text])
+    body = lexical_body(repository_name=repository_name, heading=heading, text=text)
     whole, parts = identifier_terms(body)
     if parts:
         body = f"{body}\n{' '.join(parts)}"
@@ -102,12 +104,14 @@ def lexical_index_refresh(*, chunk_ids: Iterable[int]) -> None:
     ids = sorted(set(chunk_ids))
     for start in range(0, len(ids), _REFRESH_BATCH):
         batch = ids[start : start + _REFRESH_BATCH]
-        rows = Chunk.objects.filter(id__in=batch).values_list("id", "heading", "text")
+        rows = Chunk.objects.filter(id__in=batch).values_list("id", "repository__name", "heading", "text")
         chunk_ids_batch: list[int] = []
         bodies: list[str] = []
         identifier_vectors: list[str] = []
-        for chunk_id, heading, text in rows:
-            body, identifiers = _document_source(heading=[str(h) for h in heading or []], text=text)
+        for chunk_id, repository_name, heading, text in rows:
+            body, identifiers = _document_source(
+                repository_name=repository_name, heading=[str(h) for h in heading or []], text=text
+            )
             chunk_ids_batch.append(chunk_id)
             bodies.append(body)
             identifier_vectors.append(identifiers)
@@ -133,34 +137,56 @@ def lexical_index_refresh(*, chunk_ids: Iterable[int]) -> None:
             )
 
 
-def lexical_statistics_refresh() -> None:
-    """Recomputes the document frequency of every lexeme and the corpus size and length.
+def lexical_statistics_refresh(*, repository_ids: Iterable[int]) -> None:
+    """Recounts the document frequency of every lexeme, the chunk count and the total length of
+    the given repositories (a repository without chunks keeps no rows).
 
-    Call it once after an ingest that added, changed or removed chunks (inside the swap
-    transaction or right after its commit; nothing to do when nothing changed). It scans every
-    chunk's tsvector (`ts_stat`): about a second per 100,000 chunks. Readers keep the previous
-    statistics until it commits; concurrent refreshes are serialised by an advisory lock, and
-    each one recounts what is committed when it starts, so the last one leaves exact figures.
+    Call it after an ingest changed a repository's chunks, inside its swap transaction: readers
+    then see the new chunks and their statistics together. It scans the repository's tsvectors
+    (`ts_stat`), about a second per 100,000 chunks; the ingest's lock on the repository row
+    serialises two recounts of one repository.
     """
+    ids = sorted(set(repository_ids))
+    if not ids:
+        return
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_STATISTICS_LOCK])
-        cursor.execute("DELETE FROM groundtruth_lexeme_statistic")
+        cursor.execute("DELETE FROM groundtruth_lexeme_statistic WHERE repository_id = ANY(%s)", [ids])
+        cursor.execute("DELETE FROM groundtruth_corpus_statistic WHERE repository_id = ANY(%s)", [ids])
         cursor.execute(
             """
-            INSERT INTO groundtruth_lexeme_statistic (lexeme, document_count)
-            SELECT word, ndoc
-            FROM ts_stat('SELECT search_vector FROM groundtruth_chunk WHERE search_vector IS NOT NULL')
-            """
+            INSERT INTO groundtruth_lexeme_statistic (repository_id, lexeme, document_count)
+            SELECT repository.id, statistic.word, statistic.ndoc
+            FROM unnest(%s::bigint[]) AS repository(id)
+            CROSS JOIN LATERAL ts_stat(format(
+                'SELECT search_vector FROM groundtruth_chunk WHERE repository_id = %%s AND search_vector IS NOT NULL',
+                repository.id
+            )) AS statistic
+            """,
+            [ids],
         )
         cursor.execute(
             """
-            INSERT INTO groundtruth_corpus_statistic (id, document_count, total_length, refreshed_at)
-            SELECT 1, count(*), coalesce(sum(lexeme_count), 0), now()
-            FROM groundtruth_chunk WHERE search_vector IS NOT NULL
-            ON CONFLICT (id) DO UPDATE SET document_count = excluded.document_count,
-                total_length = excluded.total_length, refreshed_at = excluded.refreshed_at
-            """
+            INSERT INTO groundtruth_corpus_statistic (repository_id, document_count, total_length, refreshed_at)
+            SELECT repository_id, count(*), coalesce(sum(lexeme_count), 0), now()
+            FROM groundtruth_chunk
+            WHERE repository_id = ANY(%s) AND search_vector IS NOT NULL
+            GROUP BY repository_id
+            """,
+            [ids],
         )
+
+
+def lexemes_present(*, lexemes: Sequence[str], repository_ids: Sequence[int]) -> set[str]:
+    """Which of `lexemes` some chunk of the given repositories contains (one index lookup)."""
+    if not lexemes or not repository_ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT lexeme FROM groundtruth_lexeme_statistic "
+            "WHERE lexeme = ANY(%s) AND repository_id = ANY(%s) AND document_count > 0",
+            [list(lexemes), list(repository_ids)],
+        )
+        return {row[0] for row in cursor.fetchall()}
 
 
 def query_lexemes(text: str) -> list[str]:

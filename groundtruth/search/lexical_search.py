@@ -7,7 +7,8 @@ How it ranks. Okapi BM25 with the usual k1 and b (SEARCH_BM25_K1, SEARCH_BM25_B)
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
 tf comes from the positions of the lexeme in the chunk's tsvector, |d| is `lexeme_count`, and
-N, avgdl and df come from the statistics kept at ingest (`lexical_index.py`).
+N, avgdl and df come from the statistics kept at ingest (`lexical_index.py`), summed over the
+repositories.
 
 How it finds candidates. A GIN index scan with an OR tsquery of the query's lexemes: a chunk
 needs one of the words, not all of them (natural-language questions rarely share every word
@@ -74,12 +75,14 @@ def lexical_query_build(*, text: str) -> LexicalQuery:
     if not lexemes:
         return LexicalQuery(terms=[], document_count=0)
     with connection.cursor() as cursor:
+        # Corpus-wide figures are the sums of the per-repository statistics (lexical_index.py).
         cursor.execute(
             """
-            SELECT term.lexeme, coalesce(statistic.document_count, 0), corpus.document_count
+            SELECT term.lexeme,
+                   coalesce((SELECT sum(statistic.document_count) FROM groundtruth_lexeme_statistic AS statistic
+                             WHERE statistic.lexeme = term.lexeme), 0),
+                   (SELECT coalesce(sum(corpus.document_count), 0) FROM groundtruth_corpus_statistic AS corpus)
             FROM unnest(%s::text[]) WITH ORDINALITY AS term(lexeme, position)
-            LEFT JOIN groundtruth_lexeme_statistic AS statistic ON statistic.lexeme = term.lexeme
-            LEFT JOIN groundtruth_corpus_statistic AS corpus ON corpus.id = 1
             ORDER BY term.position
             """,
             [lexemes],
@@ -120,8 +123,8 @@ def candidate_lexemes(query: LexicalQuery, *, max_candidates: int) -> list[str]:
 
 LEXICAL_SQL = """
     WITH corpus AS (
-        SELECT greatest(total_length::float8 / nullif(document_count, 0), 1.0) AS average_length
-        FROM groundtruth_corpus_statistic WHERE id = 1
+        SELECT greatest(sum(total_length)::float8 / nullif(sum(document_count), 0), 1.0) AS average_length
+        FROM groundtruth_corpus_statistic
     )
     SELECT chunk.id,
            sum(term.idf * entry.frequency * (%(k1)s + 1)
@@ -175,3 +178,24 @@ def lexical_candidates(*, query: LexicalQuery, repository_ids: list[int], depth:
             LexicalHit(chunk_id=chunk_id, score=float(score), matched_lexemes=tuple(matched))
             for chunk_id, score, matched in cursor.fetchall()
         ]
+
+
+def chunks_lexemes_matched(*, chunk_ids: list[int], lexemes: list[str]) -> dict[int, set[str]]:
+    """Which of `lexemes` each chunk contains (chunks that contain none are left out)."""
+    ids = sorted(set(chunk_ids))
+    if not ids or not lexemes:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT chunk.id, array_agg(kept.lexeme)
+            FROM groundtruth_chunk AS chunk
+            CROSS JOIN LATERAL unnest(
+                ts_filter(setweight(chunk.search_vector, 'A', %(lexemes)s::text[]), '{a}')
+            ) AS kept
+            WHERE chunk.id = ANY(%(ids)s)
+            GROUP BY chunk.id
+            """,
+            {"lexemes": list(lexemes), "ids": ids},
+        )
+        return {chunk_id: set(matched) for chunk_id, matched in cursor.fetchall()}

@@ -1,18 +1,26 @@
-"""Narrowing a cited chunk to the lines that matter for the question.
+"""Narrowing a cited chunk to the lines that answer.
 
-A chunk is a whole section (up to CHUNK_MAX_CHARS); a citation should point at the few lines
-that answer. Each line is scored by the IDF of the question's lexemes it contains (the same
-stemming and identifier rules as the index); the snippet is the window of at most
-ASK_SNIPPET_MAX_LINES consecutive lines whose distinct lexemes carry the most IDF, the
-shortest such window winning ties, grown (within the limit) so that it does not cut a sentence,
-and trimmed of blank edge lines. A chunk found by the dense leg alone shares no lexeme with
-the question; its snippet is then its opening lines.
+A chunk is a whole section (up to CHUNK_MAX_CHARS); a citation should point at the passage that
+answers, and that passage is prose, not the section's title. So:
+
+- lines are read with their roles (`chunking.line_roles`): titles, markup (reStructuredText
+  targets, directives, transitions; Markdown link definitions), blank, text. Only text lines
+  are cited; a snippet is never a title alone.
+- The text lines form blocks (paragraphs, list items, code), each scored by the IDF of the
+  question's lexemes it contains (the same stemming and identifier rules as the index). The
+  words of a title count for the first block under it: a question that matches a FAQ heading
+  ("How do I use a proxy?") is answered by the paragraph below it.
+- The snippet is the best block (the first one when no block holds a question word, as for a
+  passage the dense leg found by meaning alone), followed by the next blocks of the same
+  section while the snippet stays within ASK_SNIPPET_MAX_LINES lines. A block longer than that
+  is cut to its best window of that many lines.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from groundtruth.ingest.chunking import line_roles
 from groundtruth.models import Chunk
 from groundtruth.search.lexical_index import texts_lexemes
 from groundtruth.search.lexical_search import LexicalQuery
@@ -25,43 +33,61 @@ class Snippet:
     end_line: int
 
 
-def _trimmed(lines: list[str], start: int, end: int) -> tuple[int, int]:
-    """[start, end) without blank lines at either edge (at least one line kept)."""
-    while start < end - 1 and not lines[start].strip():
-        start += 1
-    while end - 1 > start and not lines[end - 1].strip():
-        end -= 1
-    return start, end
+def _text_blocks(roles: list[str]) -> list[tuple[int, int]]:
+    """[start, end) of each run of consecutive text lines."""
+    blocks: list[tuple[int, int]] = []
+    start: int | None = None
+    for index, role in enumerate([*roles, "blank"]):
+        if role == "text" and start is None:
+            start = index
+        elif role != "text" and start is not None:
+            blocks.append((start, index))
+            start = None
+    return blocks
 
 
-_SENTENCE_END = (".", ":", "!", "?", "`", "|", ")")
+def _best_window(weights: list[set[str]], idf: dict[str, float], start: int, end: int, size: int) -> tuple[int, int]:
+    """The window of `size` lines within [start, end) whose distinct lexemes weigh most (the
+    first such window on ties)."""
+    best = (start, min(end, start + size))
+    best_weight = -1.0
+    for window_start in range(start, max(end - size, start) + 1):
+        window_end = min(end, window_start + size)
+        seen = set().union(*weights[window_start:window_end])
+        weight = sum(idf.get(lexeme, 0.0) for lexeme in seen)
+        if weight > best_weight + 1e-9:
+            best, best_weight = (window_start, window_end), weight
+    return best
 
 
-def _whole_sentences(lines: list[str], start: int, end: int, max_lines: int) -> tuple[int, int]:
-    """Grows [start, end) within max_lines so the snippet neither starts nor ends mid-sentence."""
-    while end < len(lines) and end - start < max_lines and lines[end].strip():
-        if lines[end - 1].rstrip().endswith(_SENTENCE_END):
+def _narrow(lines: list[str], roles: list[str], lexemes: list[set[str]], idf: dict[str, float], max_lines: int):
+    blocks = _text_blocks(roles)
+    if not blocks:  # a chunk of titles or markup only: cite it whole, within the limit
+        return 0, min(len(lines), max_lines)
+    # Each line's lexemes, with a title's lexemes moved to the first text line under it.
+    weights = [set(found) if role == "text" else set() for found, role in zip(lexemes, roles, strict=True)]
+    carried: set[str] = set()
+    for index, role in enumerate(roles):
+        if role == "heading":
+            carried |= lexemes[index]
+        elif role == "text" and carried:
+            weights[index] |= carried
+            carried = set()
+
+    def block_weight(block: tuple[int, int]) -> float:
+        return sum(idf.get(lexeme, 0.0) for lexeme in set().union(*weights[block[0] : block[1]]))
+
+    scored = [block_weight(block) for block in blocks]
+    chosen = max(range(len(blocks)), key=lambda position: (scored[position], -position))
+    start, end = blocks[chosen]
+    if end - start > max_lines:
+        return _best_window(weights, idf, start, end, max_lines)
+    # Following blocks of the same section while they fit (a title ends the section).
+    for next_start, next_end in blocks[chosen + 1 :]:
+        if any(role == "heading" for role in roles[end:next_start]) or next_end - start > max_lines:
             break
-        end += 1
-    while start > 0 and end - start < max_lines and lines[start - 1].strip() and lines[start][:1].islower():
-        start -= 1
+        end = next_end
     return start, end
-
-
-def _best_window(line_lexemes: list[set[str]], idf: dict[str, float], max_lines: int) -> tuple[int, int] | None:
-    """[start, end) of the best window, or None when no line holds a query lexeme."""
-    best_key: tuple[float, int, int] | None = None  # (weight, -length, -start): heaviest, shortest, first
-    for start in range(len(line_lexemes)):
-        seen: set[str] = set()
-        for end in range(start + 1, min(start + max_lines, len(line_lexemes)) + 1):
-            seen |= line_lexemes[end - 1].intersection(idf)
-            weight = round(sum(idf[lexeme] for lexeme in seen), 9)
-            if weight > 0 and (best_key is None or (weight, start - end, -start) > best_key):
-                best_key = (weight, start - end, -start)
-    if best_key is None:
-        return None
-    start = -best_key[2]
-    return start, start - best_key[1]
 
 
 def snippets_narrow(*, chunks: list[Chunk], query: LexicalQuery, max_lines: int) -> list[Snippet]:
@@ -73,10 +99,10 @@ def snippets_narrow(*, chunks: list[Chunk], query: LexicalQuery, max_lines: int)
     snippets = []
     offset = 0
     for chunk, lines in zip(chunks, chunk_lines, strict=True):
-        line_lexemes = flat_lexemes[offset : offset + len(lines)]
+        lexemes = flat_lexemes[offset : offset + len(lines)]
         offset += len(lines)
-        window = _best_window(line_lexemes, idf, max_lines) or (0, min(max_lines, len(lines)))
-        start, end = _trimmed(lines, *_whole_sentences(lines, *window, max_lines))
+        roles = line_roles(path=chunk.path, lines=lines)
+        start, end = _narrow(lines, roles, lexemes, idf, max_lines)
         snippets.append(
             Snippet(
                 text="\n".join(lines[start:end]),

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from groundtruth.embeddings import embedding_backend
+from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, heading_text, passage_text
 from groundtruth.models import Chunk, Repository, SourceFile
 from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
 from groundtruth.vector_index import vector_index_ensure
@@ -33,17 +34,26 @@ class Section:
 
 
 def chunks_index(repository: Repository, sections: list[Section]) -> list[Chunk]:
-    """Stores `sections` as chunks of `repository` at COMMIT, embedded and indexed."""
+    """Stores `sections` as chunks of `repository` at COMMIT, embedded (passage and title
+    vectors, by the index recipe of groundtruth/ingest/index_text.py) and indexed."""
     backend = embedding_backend()
     vector_index_ensure(model_name=backend.model_name, dimension=backend.dimension)
-    vectors = backend.embed([" > ".join(section.heading) + "\n" + section.text for section in sections])
+    passages = backend.embed(
+        [
+            passage_text(repository_name=repository.name, heading=section.heading, text=section.text)
+            for section in sections
+        ]
+    )
+    titles = sorted({title for section in sections if (title := heading_text(section.heading))})
+    title_vectors = dict(zip(titles, backend.embed(titles), strict=True))
     files: dict[str, SourceFile] = {}
     chunks = []
-    for ordinal, (section, vector) in enumerate(zip(sections, vectors, strict=True)):
+    for ordinal, (section, vector) in enumerate(zip(sections, passages, strict=True)):
         if section.path not in files:
             files[section.path] = SourceFile.objects.create(
                 repository=repository, path=section.path, blob_sha=f"{len(files):040x}", commit=COMMIT
             )
+        title = heading_text(section.heading)
         chunks.append(
             Chunk.objects.create(
                 repository=repository,
@@ -54,16 +64,17 @@ def chunks_index(repository: Repository, sections: list[Section]) -> list[Chunk]
                 end_line=section.start_line + section.text.count("\n"),
                 heading=list(section.heading),
                 text=section.text,
-                content_hash=f"hash-{repository.pk}-{ordinal}",
+                content_hash=content_hash(repository_name=repository.name, heading=section.heading, text=section.text),
                 trust=repository.trust,
                 ordinal=ordinal,
                 embedding=vector,
+                heading_embedding=title_vectors[title] if title else None,
                 embedding_model=backend.model_name,
             )
         )
     lexical_index_refresh(chunk_ids=[chunk.pk for chunk in chunks])
-    lexical_statistics_refresh()
-    Repository.objects.filter(pk=repository.pk).update(last_commit=COMMIT)
+    lexical_statistics_refresh(repository_ids=[repository.pk])
+    Repository.objects.filter(pk=repository.pk).update(last_commit=COMMIT, index_version=INDEX_VERSION)
     repository.last_commit = COMMIT
     return chunks
 

@@ -4,13 +4,18 @@ marker checking, model failures, missing sources, scope and bad input."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings as django_settings
 
+from groundtruth.search.abstention_model import abstention_model_parse
 from tests.groundtruth.factories import RepositoryFactory, bearer, service_key
-from tests.groundtruth.search_fixtures import COMMIT, COMMUNITY, HANDBOOK, chat_server_run, chunks_index
+from tests.groundtruth.search_fixtures import COMMIT, COMMUNITY, HANDBOOK, Section, chat_server_run, chunks_index
 
 pytestmark = pytest.mark.django_db
 
 RETRY_QUESTION = "How long does the first retry of a failed webhook delivery wait?"
+# The fitted model the project ships (before any test changes the settings).
+SHIPPED_MODEL = django_settings.ASK_ABSTENTION_MODEL
+SHIPPED_THRESHOLD = django_settings.ASK_ABSTENTION_THRESHOLD
 
 
 @pytest.fixture
@@ -23,6 +28,15 @@ def indexed():
 @pytest.fixture
 def reader():
     return bearer(service_key("read"))
+
+
+@pytest.fixture(autouse=True)
+def hand_made_abstention(settings):
+    """A sources-missing model these tests can reason about: the question's words must be in the
+    documentation (known) and in a cited passage (coverage). The shipped, fitted model is pinned
+    by test_the_shipped_model_answers_a_documented_question_and_refuses_an_absent_one."""
+    settings.ASK_ABSTENTION_MODEL = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
+    settings.ASK_ABSTENTION_THRESHOLD = 0.5
 
 
 @pytest.fixture
@@ -42,6 +56,7 @@ def _ask(api_client, reader, body):
 def test_extractive_answer_cites_narrowed_snippets(api_client, indexed, reader, settings):
     settings.LLM_BASE_URL = ""
     settings.ASK_SNIPPET_MAX_LINES = 2
+    settings.ASK_CITATION_MARGIN = 1.0  # every passage earns a citation
 
     response = _ask(api_client, reader, {"question": RETRY_QUESTION, "scope": {"repos": ["acme/handbook"]}})
 
@@ -72,8 +87,18 @@ def test_extractive_answer_cites_narrowed_snippets(api_client, indexed, reader, 
     assert {citation["repo"] for citation in body["citations"]} == {"acme/handbook"}
 
 
+def test_only_passages_about_as_relevant_as_the_best_are_cited(api_client, indexed, reader, settings):
+    settings.LLM_BASE_URL = ""
+
+    body = _ask(api_client, reader, {"question": RETRY_QUESTION, "scope": {"repos": ["acme/handbook"]}}).json()
+
+    # The other handbook sections (broker, locks, pool, TLS) are far weaker matches: filler.
+    assert [(citation["n"], citation["path"]) for citation in body["citations"]] == [(1, "docs/retries.md")]
+
+
 def test_generative_answer_keeps_only_markers_of_returned_citations(api_client, indexed, reader, chat_server, settings):
     settings.ASK_CITATION_COUNT = 3
+    settings.ASK_CITATION_MARGIN = 1.0
     chat_server.behaviour.reply = "The first retry waits 10 seconds [1][3]. Made-up claim [7]. Both [2, 9]."
 
     response = _ask(api_client, reader, {"question": RETRY_QUESTION})
@@ -231,3 +256,62 @@ def test_ask_without_read_scope_is_403(api_client, indexed):
     response = _ask(api_client, bearer(service_key("ingest")), {"question": RETRY_QUESTION})
 
     assert response.status_code == 403
+
+
+@pytest.mark.usefixtures("indexed")
+def test_the_shipped_model_answers_a_documented_question_and_refuses_an_absent_one(api_client, reader, settings):
+    settings.LLM_BASE_URL = ""
+    settings.ASK_ABSTENTION_MODEL = SHIPPED_MODEL
+    settings.ASK_ABSTENTION_THRESHOLD = SHIPPED_THRESHOLD
+
+    answered = _ask(api_client, reader, {"question": RETRY_QUESTION}).json()
+    refused = _ask(api_client, reader, {"question": "How do I bake sourdough bread at home?"}).json()
+
+    assert (answered["sources_missing"], answered["citations"][0]["path"]) == (False, "docs/retries.md")
+    assert (refused["sources_missing"], refused["citations"]) == (True, [])
+
+
+def test_an_exact_community_answer_is_cited_first_with_its_answer_lines(api_client, reader, settings):
+    settings.LLM_BASE_URL = ""
+    platform = RepositoryFactory(name="acme/platform", trust="canonical")
+    community = RepositoryFactory(name="acme/community", trust="community")
+    chunks_index(
+        platform,
+        [
+            Section(
+                path="docs/agents.rst",
+                heading=("Agents",),
+                text="Agents\n======\n\nAn agent has a status: pending, running, paused, stopped or error.",
+                start_line=1,
+            ),
+            Section(
+                path="docs/index.rst",
+                heading=("Acme platform API docs",),
+                text="The platform exposes agents, the token price history and a chat feed.",
+                start_line=5,
+            ),
+        ],
+    )
+    chunks_index(
+        community,
+        [
+            Section(
+                path="docs/faq.md",
+                heading=("FAQ", "Why is my agent paused?"),
+                text=(
+                    "## Why is my agent paused?\n"
+                    "\n"
+                    "Agents are paused by staff when their balance cannot cover one hour of costs."
+                ),
+                start_line=3,
+            )
+        ],
+    )
+
+    body = _ask(api_client, reader, {"question": "Why is my agent paused?"}).json()
+
+    assert body["sources_missing"] is False
+    first = body["citations"][0]
+    # The answer under the FAQ title, not the title line alone, and before the canonical generic passage.
+    assert (first["repo"], first["path"], first["line"], first["end_line"]) == ("acme/community", "docs/faq.md", 5, 5)
+    assert first["snippet"] == "Agents are paused by staff when their balance cannot cover one hour of costs."

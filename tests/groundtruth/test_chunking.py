@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from groundtruth.ingest.chunking import ChunkDraft, file_chunk, file_lines
+from groundtruth.ingest.chunking import ChunkDraft, file_chunk, file_lines, line_roles
+from groundtruth.ingest.index_text import content_hash, heading_text, lexical_body, passage_text, repository_label
 
 
 def chunk(path: str, text: str, max_chars: int = 1500, whole: int = 3000) -> list[ChunkDraft]:
@@ -104,12 +105,115 @@ def test_crlf_files_cite_the_same_lines_without_carriage_returns():
     assert (draft.start_line, draft.end_line, draft.text) == (1, 4, "# A\n\nline one\nline two")
 
 
-def test_embedding_text_and_hash_depend_on_heading_and_text_only():
-    one = ChunkDraft(start_line=1, end_line=2, heading=("A", "B"), text="body")
-    moved = ChunkDraft(start_line=10, end_line=11, heading=("A", "B"), text="body")
-    other = ChunkDraft(start_line=1, end_line=2, heading=("A",), text="body")
-    assert one.embedding_text == "A > B\nbody"
-    assert one.content_hash == moved.content_hash
-    assert one.content_hash != other.content_hash
+def test_empty_and_blank_files_have_no_chunks():
     assert chunk("empty.md", "") == []
     assert chunk("blank.md", "\n\n  \n") == []
+
+
+def test_the_embedded_text_carries_the_repository_label_and_heading_trail():
+    assert passage_text(repository_name="aio-libs/aiohttp", heading=("FAQ", "Why?"), text="body") == (
+        "aiohttp: FAQ > Why?\nbody"
+    )
+    assert passage_text(repository_name="aio-libs/aiohttp", heading=(), text="body") == "aiohttp:\nbody"
+    assert heading_text(("FAQ", "Why?")) == "Why?"
+    assert heading_text(()) is None
+    assert lexical_body(repository_name="pallets/jinja", heading=("Templates", "Loops"), text="{% for %}") == (
+        "jinja\nTemplates\nLoops\n{% for %}"
+    )
+    assert repository_label("acme/handbook") == "handbook"
+
+
+def test_content_hash_depends_on_repository_heading_and_text_only():
+    one = content_hash(repository_name="acme/a", heading=("A", "B"), text="body")
+    assert one == content_hash(repository_name="acme/a", heading=("A", "B"), text="body")
+    assert one != content_hash(repository_name="acme/a", heading=("A",), text="body")
+    assert one != content_hash(repository_name="acme/b", heading=("A", "B"), text="body")
+    assert one != content_hash(repository_name="acme/a", heading=("A", "B"), text="body.")
+
+
+FAQ_RST = """\
+.. _faq:
+
+Frequently Asked Questions
+==========================
+
+How does it compare to lxml?
+----------------------------
+
+lxml is a parsing library.
+This is a framework.
+
+.. _lxml: https://lxml.de/
+
+Can I use it with a proxy?
+--------------------------
+
+Yes: set the ``proxy`` meta key.
+
+----------
+
+Does it run on Windows?
+-----------------------
+
+**Answer**: Yes.
+"""
+
+
+def test_each_faq_entry_is_one_chunk_with_its_question_as_heading():
+    drafts = chunk("docs/faq.rst", FAQ_RST)
+    assert [(d.start_line, d.end_line, d.heading) for d in drafts] == [
+        # The target before the first title opens the first section; a title without a body of its
+        # own folds into its first subsection.
+        (1, 12, ("Frequently Asked Questions", "How does it compare to lxml?")),
+        (14, 19, ("Frequently Asked Questions", "Can I use it with a proxy?")),
+        (21, 24, ("Frequently Asked Questions", "Does it run on Windows?")),
+    ]
+    for draft in drafts:
+        assert draft.text == cited(FAQ_RST, draft)
+
+
+def test_line_roles_tell_titles_and_markup_from_text():
+    lines = file_lines(FAQ_RST)
+    roles = line_roles(path="docs/faq.rst", lines=lines)
+    assert [(number, role) for number, role in enumerate(roles, start=1) if role != "blank"] == [
+        (1, "markup"),
+        (3, "heading"),
+        (4, "heading"),
+        (6, "heading"),
+        (7, "heading"),
+        (9, "text"),
+        (10, "text"),
+        (12, "markup"),
+        (14, "heading"),
+        (15, "heading"),
+        (17, "text"),
+        (19, "markup"),
+        (21, "heading"),
+        (22, "heading"),
+        (24, "text"),
+    ]
+    markdown = [
+        "# Guide",
+        "",
+        "Setext",
+        "------",
+        "Body.",
+        "",
+        "[docs]: https://example.com",
+        "```",
+        "# not a title",
+        "```",
+    ]
+    assert line_roles(path="guide.md", lines=markdown) == [
+        "heading",
+        "blank",
+        "heading",
+        "heading",
+        "text",
+        "blank",
+        "markup",
+        "text",
+        "text",
+        "text",
+    ]
+    assert line_roles(path="settings.yml", lines=["# comment", "a: 1"]) == ["text", "text"]

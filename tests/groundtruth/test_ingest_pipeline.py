@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
 
 from groundtruth.ingest.chunking import file_lines
+from groundtruth.ingest.index_text import INDEX_VERSION, content_hash
 from groundtruth.models import Chunk, IngestStatus, Repository, SourceFile
 from groundtruth.services import ingest_foreground
 from tests.groundtruth.conftest import sources_yaml
@@ -43,11 +48,24 @@ def test_first_ingest_indexes_selected_files_with_exact_citations(handbook_regis
         assert chunk.trust == "canonical"
         assert chunk.embedding_model == "test-embed-32"
         assert len(chunk.embedding) == 32
+        assert (chunk.heading_embedding is None) == (not chunk.heading)
         assert chunk.search_vector is not None
         assert chunk.lexeme_count > 0
     assert (run.files_added, run.chunks_added, run.chunks_embedded) == (4, 7, 7)
     repository.refresh_from_db()
     assert (repository.last_commit, repository.file_count, repository.chunk_count) == (commit, 4, 7)
+    assert repository.index_version == INDEX_VERSION
+    assert lexical_statistics(repository) == (7, sum(chunk.lexeme_count for chunk in chunks))
+
+
+def lexical_statistics(repository: Repository) -> tuple[int, int]:
+    """(chunk count, total length) of a repository's lexical statistics."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT document_count, total_length FROM groundtruth_corpus_statistic WHERE repository_id = %s",
+            [repository.pk],
+        )
+        return cursor.fetchone()
 
 
 def chunk_rows(repository_name: str = "acme/handbook") -> list[tuple[str, int, int, str]]:
@@ -112,7 +130,11 @@ def test_edits_renames_and_deletions_update_only_what_changed(handbook_registere
         "chunks_unchanged": 1,
         "chunks_embedded": 1,  # only the Upgrade section: the rest is reused by content hash
     }
-    assert embedding_server.texts_embedded == ["Handbook > Upgrade\n## Upgrade\n\nRun `acme upgrade`."]
+    # The new section's passage (repository label, heading trail, text) and its title.
+    assert embedding_server.texts_embedded == [
+        "handbook: Handbook > Upgrade\n## Upgrade\n\nRun `acme upgrade`.",
+        "Upgrade",
+    ]
     first = handbook_first_commit
     assert chunk_rows() == [
         ("README.md", 1, 3, first),  # unchanged blob: cited at the commit it was indexed at
@@ -244,9 +266,10 @@ def test_model_change_without_reembed_is_a_clear_error_and_reembed_fixes_it(
         call_command("reembed", "--no-progress", stdout=open("/dev/null", "w"))
         assert set(Chunk.objects.values_list("embedding_model", flat=True)) == {"other-embed-16"}
         assert {len(vector) for vector in Chunk.objects.values_list("embedding", flat=True)} == {16}
-        # One probe learnt the dimension, then the 7 chunks.
+        # One probe learnt the dimension, then the 7 passages and their 6 distinct titles.
         assert other.texts_embedded[0] == "dimension probe"
-        assert len(other.texts_embedded) == 1 + 7
+        assert len(other.texts_embedded) == 1 + 7 + 6
+        assert sorted(other.texts_embedded[8:]) == ["Acme", "Configure", "Deploying", "Guide", "Handbook", "Install"]
 
         [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
         assert (run.status, run.chunks_embedded) == (IngestStatus.SUCCEEDED, 0)
@@ -275,3 +298,68 @@ def test_registry_glob_change_applies_on_next_ingest(handbook_registered, regist
         "docs/index.md",
         "src/app.py",
     ]
+
+
+def _index_of_an_older_recipe(repository: Repository) -> None:
+    """What a repository indexed before index version 2 looks like: another content hash, no
+    title vectors."""
+    Repository.objects.filter(pk=repository.pk).update(index_version=1)
+    Chunk.objects.filter(repository=repository).update(content_hash="older recipe", heading_embedding=None)
+
+
+def test_reindex_rebuilds_an_index_of_an_older_recipe_at_the_commit_it_reflects(handbook_registered, embedding_server):
+    tree = handbook_registered
+    indexed_commit = tree.head()
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    repository = Repository.objects.get(name="acme/handbook")
+    _index_of_an_older_recipe(repository)
+    tree.write("docs/new.md", "# New\n\nNot indexed yet.\n")
+    tree.commit("a newer commit")
+    embedding_server.texts_embedded.clear()
+    out = io.StringIO()
+
+    call_command("reindex", "--no-progress", stdout=out)
+
+    repository.refresh_from_db()
+    assert (repository.index_version, repository.last_commit, repository.chunk_count) == (
+        INDEX_VERSION,
+        indexed_commit,
+        7,
+    )
+    chunks = list(Chunk.objects.filter(repository=repository).order_by("path", "ordinal"))
+    assert [chunk.content_hash for chunk in chunks] == [
+        content_hash(repository_name="acme/handbook", heading=chunk.heading, text=chunk.text) for chunk in chunks
+    ]
+    assert [chunk.heading_embedding is not None for chunk in chunks] == [bool(chunk.heading) for chunk in chunks]
+    assert {chunk.commit for chunk in chunks} == {indexed_commit}
+    assert len(embedding_server.texts_embedded) == 7 + 6  # every passage and each distinct title
+    [line] = out.getvalue().splitlines()
+    assert line.startswith(f"acme/handbook @ {indexed_commit[:12]}: run ")
+    assert "succeeded: files +0 ~4 -0 =0; chunks +0 ~7 -0 =0, 7 embedded" in line
+
+    out = io.StringIO()
+    call_command("reindex", "--no-progress", stdout=out)
+    assert out.getvalue() == f"Every index is current (index version {INDEX_VERSION}); nothing to rebuild.\n"
+
+
+def test_a_failed_reindex_keeps_the_previous_index_served(handbook_registered, embedding_server):
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    repository = Repository.objects.get(name="acme/handbook")
+    _index_of_an_older_recipe(repository)
+    before = list(Chunk.objects.filter(repository=repository).order_by("pk").values_list("pk", "content_hash", "text"))
+    embedding_server.fail_with = 400
+
+    with pytest.raises(CommandError, match="could not be rebuilt; its previous index is still served"):
+        call_command("reindex", "acme/handbook", "--no-progress", stdout=io.StringIO())
+
+    assert (
+        list(Chunk.objects.filter(repository=repository).order_by("pk").values_list("pk", "content_hash", "text"))
+        == before
+    )
+    repository.refresh_from_db()
+    assert repository.index_version == 1
+
+
+def test_reindex_of_an_unknown_repository_is_a_clear_error(handbook_registered, embedding_server):
+    with pytest.raises(CommandError, match="No enabled repository named 'acme/nope'"):
+        call_command("reindex", "acme/nope", "--no-progress", stdout=io.StringIO())

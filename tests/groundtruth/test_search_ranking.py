@@ -9,8 +9,8 @@ import pytest
 from django.db import connection, transaction
 
 from groundtruth.models import Chunk
-from groundtruth.search.dense_search import dense_candidates
-from groundtruth.search.fusion import reciprocal_rank_fusion
+from groundtruth.search.dense_search import DenseHit, dense_candidates
+from groundtruth.search.fusion import dense_ranking, dense_score, reciprocal_rank_fusion
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import query_lexemes
 from groundtruth.search.lexical_search import candidate_lexemes, lexical_candidates, lexical_query_build
@@ -29,7 +29,7 @@ def _bm25(*, tf: int, df: int, length: int, n: int, average: float, k1: float = 
 
 def test_lexical_leg_scores_are_bm25_with_idf_saturation_and_length_normalisation(settings):
     settings.SEARCH_BM25_K1, settings.SEARCH_BM25_B = 1.2, 0.75
-    repository = RepositoryFactory()
+    repository = RepositoryFactory(name="acme/docs")  # every chunk also holds the label "docs"
     short, long_, other = chunks_index(
         repository,
         [
@@ -39,15 +39,15 @@ def test_lexical_leg_scores_are_bm25_with_idf_saturation_and_length_normalisatio
         ],
     )
     lengths = dict(Chunk.objects.values_list("pk", "lexeme_count"))
-    assert [lengths[short.pk], lengths[long_.pk], lengths[other.pk]] == [3, 6, 2]
-    average = 11 / 3
+    assert [lengths[short.pk], lengths[long_.pk], lengths[other.pk]] == [4, 7, 3]
+    average = 14 / 3
 
     hits = lexical_candidates(query=lexical_query_build(text="alpha beta"), repository_ids=[repository.pk], depth=10)
 
     expected = {
-        short.pk: _bm25(tf=2, df=2, length=3, n=3, average=average) + _bm25(tf=1, df=2, length=3, n=3, average=average),
-        other.pk: _bm25(tf=1, df=2, length=2, n=3, average=average),
-        long_.pk: _bm25(tf=1, df=2, length=6, n=3, average=average),
+        short.pk: _bm25(tf=2, df=2, length=4, n=3, average=average) + _bm25(tf=1, df=2, length=4, n=3, average=average),
+        other.pk: _bm25(tf=1, df=2, length=3, n=3, average=average),
+        long_.pk: _bm25(tf=1, df=2, length=7, n=3, average=average),
     }
     assert [hit.chunk_id for hit in hits] == [short.pk, other.pk, long_.pk]
     assert [round(hit.score, 9) for hit in hits] == [round(expected[hit.chunk_id], 9) for hit in hits]
@@ -97,15 +97,16 @@ def test_identifiers_are_indexed_whole_and_split():
         "count",
         "celery_broker_url",
     ]
-    repository = RepositoryFactory()
+    repository = RepositoryFactory(name="acme/docs")
     (chunk,) = chunks_index(
         repository, [Section(path="x.md", heading=(), text="CELERY_BROKER_URL and CELERY_BROKER_URL", start_line=1)]
     )
     with connection.cursor() as cursor:
         cursor.execute("SELECT search_vector::text FROM groundtruth_chunk WHERE id = %s", [chunk.pk])
-        # The stop word `and` takes position 4; the whole identifier keeps its frequency of 2.
-        assert cursor.fetchone()[0] == "'broker':2,6 'celeri':1,5 'celery_broker_url':8,9 'url':3,7"
-    assert Chunk.objects.get(pk=chunk.pk).lexeme_count == 8
+        # The label comes first; the stop word `and` takes position 5; the whole identifier keeps
+        # its frequency of 2.
+        assert cursor.fetchone()[0] == "'broker':3,7 'celeri':2,6 'celery_broker_url':9,10 'doc':1 'url':4,8"
+    assert Chunk.objects.get(pk=chunk.pk).lexeme_count == 9
 
 
 def test_candidate_lexemes_take_the_rarest_first_within_the_budget():
@@ -155,18 +156,17 @@ def test_dense_leg_filtered_to_a_small_repository_is_not_starved(settings):
     assert hits[0].chunk_id == small_chunks[0].pk
 
 
-def test_trust_tier_ranks_canonical_above_community_for_the_same_passage(settings):
+def test_a_strongly_matching_community_passage_outranks_a_weakly_matching_canonical_one(settings):
     handbook = RepositoryFactory(name="acme/handbook", trust="canonical")
     community = RepositoryFactory(name="acme/community", trust="community")
-    chunks_index(handbook, HANDBOOK[:1])
-    chunks_index(community, COMMUNITY)
+    [canonical_retries] = chunks_index(handbook, [HANDBOOK[3]])  # retries: about deliveries, not the broker
+    [community_broker] = chunks_index(community, COMMUNITY)
 
-    outcome = chunk_search(query="CELERY_BROKER_URL redis", repositories=[handbook, community], limit=2)
-
-    assert [hit.chunk.repository.name for hit in outcome.hits] == ["acme/handbook", "acme/community"]
-    assert round(outcome.hits[1].score / outcome.hits[0].score, 9) == round(
-        settings.SEARCH_TRUST_WEIGHTS["community"] / settings.SEARCH_TRUST_WEIGHTS["canonical"], 9
+    outcome = chunk_search(
+        query="Which Redis URL goes in CELERY_BROKER_URL for the workers?", repositories=[handbook, community], limit=2
     )
+
+    assert [hit.chunk.pk for hit in outcome.hits] == [community_broker.pk, canonical_retries.pk]
 
 
 def test_reciprocal_rank_fusion_weights_legs_and_tiers():
@@ -177,14 +177,72 @@ def test_reciprocal_rank_fusion_weights_legs_and_tiers():
         lexical_weight=2.0,
         dense_weight=1.0,
         rank_constant=10,
-        trust_weights={"canonical": 1.0, "community": 0.5},
+        trust_weights={"canonical": 1.0, "community": 0.95},
     )
 
     assert [(hit.chunk_id, round(hit.score, 9), hit.lexical_rank, hit.dense_rank) for hit in fused] == [
+        (2, round((2 / 12 + 1 / 11) * 0.95, 9), 2, 1),
         (1, round(2 / 11, 9), 1, None),
-        (2, round((2 / 12 + 1 / 11) * 0.5, 9), 2, 1),
         (3, round(1 / 12, 9), None, 2),
     ]
+
+
+def test_trust_ranks_canonical_first_in_a_near_tie_but_not_a_rank_behind_in_both_legs():
+    tiers = {"canonical": 1.0, "community": 0.96}
+    near_tie = reciprocal_rank_fusion(
+        lexical_ids=[1, 2],
+        dense_ids=[2, 1],
+        trust_by_chunk={1: "community", 2: "canonical"},
+        lexical_weight=1.0,
+        dense_weight=1.0,
+        rank_constant=10,
+        trust_weights=tiers,
+    )
+    ahead = reciprocal_rank_fusion(
+        lexical_ids=[1, 2],
+        dense_ids=[1, 2],
+        trust_by_chunk={1: "community", 2: "canonical"},
+        lexical_weight=1.0,
+        dense_weight=1.0,
+        rank_constant=10,
+        trust_weights=tiers,
+    )
+
+    assert [hit.chunk_id for hit in near_tie] == [2, 1]
+    assert [hit.chunk_id for hit in ahead] == [1, 2]
+
+
+def test_a_title_that_matches_better_lifts_its_passage_and_one_that_matches_worse_does_not_sink_it():
+    hits = [
+        DenseHit(chunk_id=1, similarity=0.70, heading_similarity=0.30),
+        DenseHit(chunk_id=2, similarity=0.60, heading_similarity=0.90),
+        DenseHit(chunk_id=3, similarity=0.65, heading_similarity=None),
+    ]
+
+    assert [hit.chunk_id for hit in dense_ranking(hits, heading_weight=0.0)] == [1, 3, 2]
+    assert [hit.chunk_id for hit in dense_ranking(hits, heading_weight=0.5)] == [2, 1, 3]
+    assert dense_score(hits[1], heading_weight=0.5) == 0.5 * 0.60 + 0.5 * 0.90
+    assert dense_score(hits[0], heading_weight=0.5) == 0.70
+    assert dense_score(hits[2], heading_weight=0.5) == 0.65
+
+
+def test_the_repository_label_lets_a_question_name_its_project(settings):
+    flask = RepositoryFactory(name="pallets/flask")
+    django = RepositoryFactory(name="django/django")
+    same = "Sessions are signed cookies; set SECRET_KEY before you use them."
+    [flask_chunk] = chunks_index(
+        flask, [Section(path="docs/sessions.rst", heading=("Sessions",), text=same, start_line=1)]
+    )
+    [django_chunk] = chunks_index(
+        django, [Section(path="docs/sessions.rst", heading=("Sessions",), text=same, start_line=1)]
+    )
+
+    in_flask = chunk_search(query="How do sessions work in flask?", repositories=[flask, django], limit=2)
+    in_django = chunk_search(query="How do sessions work in django?", repositories=[flask, django], limit=2)
+
+    assert [hit.chunk.pk for hit in in_flask.hits] == [flask_chunk.pk, django_chunk.pk]
+    assert [hit.chunk.pk for hit in in_django.hits] == [django_chunk.pk, flask_chunk.pk]
+    assert in_flask.hits[0].lexical_rank == 1 and in_flask.hits[0].dense_rank == 1
 
 
 def test_repeated_queries_are_served_from_the_embedding_cache():
@@ -209,7 +267,7 @@ def test_embedding_cache_is_bounded(settings):
     assert query_embed(text="one").cached is False
 
 
-def test_snippets_are_the_lines_that_carry_the_question_without_cutting_sentences():
+def test_snippets_are_the_block_that_carries_the_question():
     repository = RepositoryFactory()
     (chunk,) = chunks_index(
         repository,
@@ -242,12 +300,58 @@ def test_snippets_are_the_lines_that_carry_the_question_without_cutting_sentence
     )
 
 
-def test_snippet_of_a_chunk_sharing_no_word_with_the_question_is_its_opening():
+FAQ_ENTRY = Section(
+    path="docs/faq.rst",
+    heading=("FAQ", "Can I use a SOCKS proxy?"),
+    text=(
+        "Can I use a SOCKS proxy?\n"
+        "------------------------\n"
+        "\n"
+        "Not out of the box.\n"
+        "Run a local HTTP-to-SOCKS bridge and point the proxy setting at it.\n"
+        "\n"
+        "Tunnelled connections keep their cookies.\n"
+        "\n"
+        ".. _bridge: https://example.com/bridge"
+    ),
+    start_line=30,
+)
+
+
+def test_a_match_on_the_title_alone_cites_the_answer_under_it():
+    repository = RepositoryFactory()
+    (chunk,) = chunks_index(repository, [FAQ_ENTRY])
+
+    (snippet,) = snippets_narrow(chunks=[chunk], query=lexical_query_build(text="socks proxy support?"), max_lines=8)
+
+    # Lines 33-36: the answer and the next paragraph of the entry; not the title (30-31) nor the target (38).
+    assert (snippet.start_line, snippet.end_line) == (33, 36)
+    assert snippet.text == (
+        "Not out of the box.\n"
+        "Run a local HTTP-to-SOCKS bridge and point the proxy setting at it.\n"
+        "\n"
+        "Tunnelled connections keep their cookies."
+    )
+
+
+def test_a_match_deeper_in_the_answer_cites_that_paragraph():
+    repository = RepositoryFactory()
+    (chunk,) = chunks_index(repository, [FAQ_ENTRY])
+
+    (snippet,) = snippets_narrow(
+        chunks=[chunk], query=lexical_query_build(text="do tunnelled connections keep cookies"), max_lines=2
+    )
+
+    assert (snippet.text, snippet.start_line, snippet.end_line) == ("Tunnelled connections keep their cookies.", 36, 36)
+
+
+def test_snippet_of_a_chunk_sharing_no_word_with_the_question_is_its_first_paragraph():
     repository = RepositoryFactory()
     (chunk,) = chunks_index(
-        repository, [Section(path="a.md", heading=(), text="\nfirst line.\nsecond line.\nthird line.", start_line=7)]
+        repository,
+        [Section(path="a.md", heading=(), text="\nfirst line.\nsecond line.\nthird line.\n\nlast.", start_line=7)],
     )
 
     (snippet,) = snippets_narrow(chunks=[chunk], query=lexical_query_build(text="zebra"), max_lines=2)
 
-    assert (snippet.text, snippet.start_line, snippet.end_line) == ("first line.", 8, 8)
+    assert (snippet.text, snippet.start_line, snippet.end_line) == ("first line.\nsecond line.", 8, 9)

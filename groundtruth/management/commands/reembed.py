@@ -1,8 +1,8 @@
 """`manage.py reembed [repo]`: re-embed stored chunks with the configured embedding model.
 
 Needed after EMBEDDING_BACKEND or EMBEDDING_MODEL changes (the vector dimension may change too):
-until then ingests stop with an error naming this command. Only chunks whose vector is missing
-or comes from another model or dimension are embedded. Afterwards the HNSW index of the model
+until then ingests stop with an error naming this command. Only chunks whose vectors are missing
+or come from another model or dimension are embedded. Afterwards the HNSW index of the model
 exists and the indexes of other models are dropped (when every repository was re-embedded).
 """
 
@@ -37,7 +37,7 @@ class Command(BaseCommand):
                 raise CommandError(f"No repository named {options['repo']!r}.")
         try:
             dimension = backend.dimension
-            index = vector_index_ensure(model_name=backend.model_name, dimension=dimension)
+            indexes = vector_index_ensure(model_name=backend.model_name, dimension=dimension)
             total = 0
             for repository in repositories:
                 bar = None
@@ -58,7 +58,7 @@ class Command(BaseCommand):
         except EmbeddingError as exc:
             raise CommandError(str(exc)) from exc
         if not options["repo"]:
-            dropped = vector_indexes_drop_other(keep=index)
+            dropped = vector_indexes_drop_other(keep=indexes)
             if dropped:
                 self.stdout.write(f"Dropped vector indexes of other models: {', '.join(dropped)}")
         self.stdout.write(

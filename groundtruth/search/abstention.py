@@ -1,0 +1,196 @@
+"""Do the retrieved passages answer the question? The "sources missing" decision of /ask.
+
+Fused scores are ranks, not evidence: the best chunk of an unrelated corpus still comes first.
+The decision is a small logistic model (`abstention_model.py`, coefficients in
+ASK_ABSTENTION_MODEL, fitted by `manage.py abstention_fit` on questions with known answers and
+questions the documentation cannot answer) over evidence features, each in [0, 1]:
+
+- similarity: the best dense score (passage and title similarity mixed, fusion.dense_score);
+- heading_similarity: the best similarity of a section title to the question;
+- peak: how far the best dense score stands above the mean of the next nine (an answer stands
+  out; a question about something absent finds many equally vague neighbours);
+- coverage: the largest share of the question's IDF mass that one of the top fused passages
+  contains. IDF weighs the words that carry the question (`PgBouncer`, `SIGHUP`) above filler;
+- known: the share of the question's IDF mass carried by words the searched repositories
+  contain at all. A question about something the documentation never mentions (a product, a
+  protocol, a feature it lacks) names it with words no chunk has;
+- rare_together: the share of the question's rare words (IDF above half the largest possible)
+  that one passage among the best of either leg contains together;
+- agreement: 1 / the lexical rank of the best dense passage (0 beyond the tenth): both legs
+  pointing at one passage is evidence;
+- lexical: the best BM25 score over the largest score the question's words could reach;
+- named_*: similarity, coverage, known and rare_together again, within the repositories the
+  question names by their label ("... in aiohttp?"). A question about a feature one project
+  lacks is often answered by another project's documentation ("download over FTP" is in
+  Scrapy's, not in Requests'); naming no repository, they equal the unnamed ones.
+- names_known, names_together: the question's names (`question_names`: `Docker`, `HTTP/2`,
+  `.pyi`, `allowed_domains`): the share of them the named repositories mention at all, and the
+  largest share of them one of the best passages there mentions together. A question about
+  something the documentation lacks usually names it; a user rewording a question keeps the
+  names and changes the other words. Without names both are 1.
+
+IDF here caps a word no chunk has at the IDF of a word one chunk has: on a small corpus the IDF
+of unseen words (often plain English such as "happens") would otherwise outweigh everything the
+corpus does contain.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from groundtruth.ingest.index_text import repository_label
+from groundtruth.models import Repository
+from groundtruth.search.abstention_model import FEATURES, AbstentionModel
+from groundtruth.search.fusion import dense_score
+from groundtruth.search.hybrid_search import SearchOutcome
+from groundtruth.search.lexical_index import lexemes_present, texts_lexemes
+from groundtruth.search.lexical_search import bm25_idf, chunks_lexemes_matched
+
+# How many of the best passages the evidence looks at.
+COVERAGE_TOP = 5
+NEIGHBOURS = 10
+
+
+@dataclass(frozen=True)
+class AbstentionAssessment:
+    features: dict[str, float]
+    probability: float
+    threshold: float
+    named_repositories: list[str]
+
+    @property
+    def supported(self) -> bool:
+        return self.probability >= self.threshold
+
+
+def repositories_named(*, question: str, repositories: list[Repository]) -> list[Repository]:
+    """The repositories whose label the question uses as a word (`aiohttp`, `jinja2` for jinja)."""
+    lowered = question.lower()
+    return [
+        repository
+        for repository in repositories
+        if re.search(rf"(?<![\w-]){re.escape(repository_label(repository.name).lower())}\d*(?![\w-])", lowered)
+    ]
+
+
+_WORD = re.compile(r"[A-Za-z_.][\w./+#-]*")
+
+
+def question_names(question: str, *, repositories: list[Repository]) -> list[str]:
+    """The words of `question` that name a thing: written with a capital (past the question's
+    first word, or inside a word: `ClientSession`), or with a digit, `/`, `_` or a leading dot
+    (`HTTP/2`, `allowed_domains`, `.pyi`). "I" and the repositories' labels are not names."""
+    labels = {repository_label(repository.name).lower() for repository in repositories}
+    names = []
+    for position, token in enumerate(_WORD.findall(question)):
+        word = token.rstrip(".,;:!?")
+        if not word.strip("._") or word == "I" or word.lower() in labels:
+            continue
+        capitalised = (position > 0 and word[0].isupper()) or any(char.isupper() for char in word[1:])
+        marked = bool(re.search(r"[\d/_]", word)) or word.startswith(".")
+        if capitalised or marked:
+            names.append(word)
+    return names
+
+
+def _capped_idf(outcome: SearchOutcome) -> dict[str, float]:
+    query = outcome.lexical_query
+    ceiling = bm25_idf(document_frequency=1, document_count=max(query.document_count, 1))
+    return {term.lexeme: min(term.idf, ceiling) for term in query.terms}
+
+
+def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[str, float], list[Repository]]:
+    """The features of FEATURES for `outcome`, and the repositories the question names."""
+    idf = _capped_idf(outcome)
+    mass = sum(idf.values())
+    ceiling = bm25_idf(document_frequency=1, document_count=max(outcome.lexical_query.document_count, 1))
+    rare = {lexeme for lexeme, value in idf.items() if value > 0.5 * ceiling}
+    named = repositories_named(question=question, repositories=outcome.repositories)
+    searched_ids = {repository.pk for repository in outcome.repositories}
+    named_ids = {repository.pk for repository in named} or searched_ids
+    names = question_names(question, repositories=outcome.repositories)
+    name_lexemes = [found for found in texts_lexemes(names) if found]
+    every_name_lexeme = set().union(*name_lexemes)
+
+    heading_weight = outcome.fusion.heading_weight if outcome.fusion else settings.SEARCH_HEADING_WEIGHT
+    repository_of = {chunk_id: chunk.repository_id for chunk_id, chunk in outcome.chunks.items()}
+    dense = outcome.dense_hits  # best dense score first
+    lexical = outcome.lexical_hits
+    named_dense = [hit for hit in dense if repository_of.get(hit.chunk_id) in named_ids]
+    named_lexical = [hit for hit in lexical if repository_of.get(hit.chunk_id) in named_ids]
+    top_fused = [hit.chunk.pk for hit in outcome.hits[:COVERAGE_TOP]]
+    looked_at = [hit.chunk_id for hit in dense[:NEIGHBOURS]] + [hit.chunk_id for hit in lexical[:NEIGHBOURS]]
+    named_looked_at = [hit.chunk_id for hit in named_dense[:NEIGHBOURS]] + [
+        hit.chunk_id for hit in named_lexical[:NEIGHBOURS]
+    ]
+    named_top = [chunk_id for chunk_id in top_fused if repository_of.get(chunk_id) in named_ids] or [
+        hit.chunk_id for hit in named_dense[:COVERAGE_TOP]
+    ]
+    asked = sorted(set(idf) | every_name_lexeme)
+    matched = chunks_lexemes_matched(chunk_ids=looked_at + named_looked_at + top_fused + named_top, lexemes=asked)
+    lexical_rank = {hit.chunk_id: rank for rank, hit in enumerate(lexical[:NEIGHBOURS], start=1)}
+
+    def share(lexemes: set[str]) -> float:
+        return sum(idf[lexeme] for lexeme in lexemes if lexeme in idf) / mass if mass > 0 else 0.0
+
+    def rare_share(chunk_ids: list[int]) -> float:
+        if not rare:
+            return 1.0 if idf else 0.0
+        return max((len(matched.get(chunk_id, set()) & rare) / len(rare) for chunk_id in chunk_ids), default=0.0)
+
+    present = {
+        scope: lexemes_present(lexemes=asked, repository_ids=sorted(scope))
+        for scope in {frozenset(searched_ids), frozenset(named_ids)}
+    }
+    named_present = present[frozenset(named_ids)]
+    scores = [dense_score(hit, heading_weight=heading_weight) for hit in dense[:NEIGHBOURS]]
+    attainable = mass * (settings.SEARCH_BM25_K1 + 1)
+
+    features = {
+        "similarity": scores[0] if scores else 0.0,
+        "heading_similarity": max((hit.heading_similarity or 0.0 for hit in dense[:NEIGHBOURS]), default=0.0),
+        "peak": scores[0] - sum(scores[1:]) / len(scores[1:]) if len(scores) > 1 else 0.0,
+        "coverage": max((share(matched.get(chunk_id, set())) for chunk_id in top_fused), default=0.0),
+        "known": share(present[frozenset(searched_ids)]),
+        "rare_together": rare_share(looked_at),
+        "agreement": 1.0 / lexical_rank[dense[0].chunk_id] if dense and dense[0].chunk_id in lexical_rank else 0.0,
+        "lexical": min(lexical[0].score / attainable, 1.0) if lexical and attainable > 0 else 0.0,
+        "named_similarity": dense_score(named_dense[0], heading_weight=heading_weight) if named_dense else 0.0,
+        "named_coverage": max((share(matched.get(chunk_id, set())) for chunk_id in named_top), default=0.0),
+        "named_known": share(named_present),
+        "named_rare_together": rare_share(named_looked_at),
+        "names_known": (
+            sum(found <= named_present for found in name_lexemes) / len(name_lexemes) if name_lexemes else 1.0
+        ),
+        "names_together": (
+            max(
+                (sum(found <= matched.get(chunk_id, set()) for found in name_lexemes) for chunk_id in named_looked_at),
+                default=0,
+            )
+            / len(name_lexemes)
+            if name_lexemes
+            else 1.0
+        ),
+    }
+    assert set(features) == set(FEATURES)
+    return features, named
+
+
+def abstention_assess(
+    outcome: SearchOutcome, *, question: str, model: AbstentionModel | None = None, threshold: float | None = None
+) -> AbstentionAssessment:
+    """Assesses `outcome` with the configured (or the given) model and threshold. Nothing found
+    at all is never supported."""
+    model = settings.ASK_ABSTENTION_MODEL if model is None else model
+    threshold = settings.ASK_ABSTENTION_THRESHOLD if threshold is None else threshold
+    features, named = evidence_features(outcome, question=question)
+    probability = model.probability(features) if outcome.hits else 0.0
+    return AbstentionAssessment(
+        features=features,
+        probability=probability,
+        threshold=threshold,
+        named_repositories=[repository.name for repository in named],
+    )

@@ -1,0 +1,77 @@
+"""The sources-missing model of /ask: logistic regression over evidence features.
+
+    P(the passages answer the question) = 1 / (1 + exp(-(intercept + sum of weight * feature)))
+
+The sources are missing when P < ASK_ABSTENTION_THRESHOLD. The features are computed by
+`groundtruth.search.abstention` from a search outcome; their names are FEATURES. Coefficients
+live in configuration (ASK_ABSTENTION_MODEL, `intercept=...,similarity=...,...`), so a re-fit
+(`manage.py abstention_fit`) needs no code change. A feature the configuration leaves out
+weighs 0.
+
+Plain Python, no Django: the settings module parses the configuration with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# Every evidence feature, each a number in [0, 1] (see groundtruth/search/abstention.py).
+# `named_*` features are measured within the repositories that the question names (or all the
+# searched ones when it names none).
+FEATURES = (
+    "similarity",
+    "heading_similarity",
+    "peak",
+    "coverage",
+    "known",
+    "rare_together",
+    "agreement",
+    "lexical",
+    "named_similarity",
+    "named_coverage",
+    "named_known",
+    "named_rare_together",
+    "names_known",
+    "names_together",
+)
+
+
+class AbstentionModelInvalid(ValueError):
+    """The configuration text of a model cannot be read."""
+
+
+@dataclass(frozen=True)
+class AbstentionModel:
+    intercept: float
+    weights: Mapping[str, float]
+
+    def probability(self, features: Mapping[str, float]) -> float:
+        """P(the passages answer), from the features (a missing feature counts as 0)."""
+        logit = self.intercept + sum(weight * features.get(name, 0.0) for name, weight in self.weights.items())
+        if logit >= 0:
+            return 1.0 / (1.0 + math.exp(-logit))
+        exponential = math.exp(logit)
+        return exponential / (1.0 + exponential)
+
+    def configuration(self) -> str:
+        """The text of ASK_ABSTENTION_MODEL that reproduces this model."""
+        parts = [f"intercept={self.intercept:.4g}"]
+        parts.extend(f"{name}={self.weights[name]:.4g}" for name in FEATURES if self.weights.get(name))
+        return ",".join(parts)
+
+
+def abstention_model_parse(values: Mapping[str, str | float]) -> AbstentionModel:
+    """A model from `name=value` pairs: `intercept` and any of FEATURES."""
+    unknown = sorted(set(values) - {"intercept", *FEATURES})
+    if unknown:
+        raise AbstentionModelInvalid(f"unknown feature {', '.join(unknown)}; known: intercept, {', '.join(FEATURES)}")
+    try:
+        numbers = {name: float(value) for name, value in values.items()}
+    except (TypeError, ValueError) as exc:
+        raise AbstentionModelInvalid("every value must be a number") from exc
+    if not all(math.isfinite(number) for number in numbers.values()):
+        raise AbstentionModelInvalid("every value must be a finite number")
+    intercept = numbers.pop("intercept", 0.0)
+    return AbstentionModel(intercept=intercept, weights={name: numbers[name] for name in FEATURES if name in numbers})

@@ -1,0 +1,254 @@
+"""The sources-missing decision of /ask: the model's configuration, its fit, the evidence
+features on hand-made passages, and the decision they lead to."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings as django_settings
+
+from groundtruth.search.abstention import abstention_assess, evidence_features, question_names, repositories_named
+from groundtruth.search.abstention_fit import (
+    LabelledEvidence,
+    abstention_model_fit,
+    abstention_rates,
+    abstention_threshold_choose,
+)
+from groundtruth.search.abstention_model import (
+    FEATURES,
+    AbstentionModel,
+    AbstentionModelInvalid,
+    abstention_model_parse,
+)
+from groundtruth.search.hybrid_search import chunk_search
+from tests.groundtruth.factories import RepositoryFactory
+from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, chunks_index
+
+
+def sigmoid(value: float) -> float:
+    """The logistic function, rounded like every probability these tests compare."""
+    return round(1 / (1 + math.exp(-value)), 12)
+
+
+def rounded(value: float) -> float:
+    return round(value, 12)
+
+
+def test_a_model_reads_its_configuration_and_writes_it_back():
+    model = abstention_model_parse({"intercept": "-1.5", "similarity": "3", "known": "0.5"})
+
+    assert model == AbstentionModel(intercept=-1.5, weights={"similarity": 3.0, "known": 0.5})
+    assert model.probability({"similarity": 0.5, "known": 0.0}) == 0.5
+    assert rounded(model.probability({"similarity": 1.0, "known": 1.0, "peak": 9.0})) == sigmoid(2.0)
+    assert rounded(model.probability({})) == sigmoid(-1.5)  # a missing feature counts as 0
+    assert model.configuration() == "intercept=-1.5,similarity=3,known=0.5"
+    assert abstention_model_parse({"intercept": "-1.5", "similarity": "3", "known": "0.5"}) == abstention_model_parse(
+        dict(part.split("=") for part in model.configuration().split(","))
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"intercept": "1", "bogus": "2"}, "unknown feature bogus; known: intercept, " + ", ".join(FEATURES)),
+        ({"similarity": "high"}, "every value must be a number"),
+        ({"similarity": "nan"}, "every value must be a finite number"),
+    ],
+)
+def test_a_bad_model_configuration_is_refused(values, message):
+    with pytest.raises(AbstentionModelInvalid) as raised:
+        abstention_model_parse(values)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("ASK_ABSTENTION_MODEL", "intercept=1,bogus=2", "ASK_ABSTENTION_MODEL: unknown feature bogus"),
+        ("ASK_ABSTENTION_THRESHOLD", "1.5", "ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got 1.5"),
+        (
+            "SEARCH_TRUST_WEIGHTS",
+            "canonical=1.0,reviewed=0.9,community=0.75,transcript=0.5",
+            "SEARCH_TRUST_WEIGHTS must give canonical, reviewed, community and transcript each a weight from 0.9 to 1",
+        ),
+    ],
+)
+def test_a_bad_search_setting_stops_start_up_naming_the_variable(variable, value, message):
+    env = {**os.environ, variable: value, "DATABASE_URL": "sqlite:///:memory:"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='agentplatform.settings'; django.setup()",
+        ],
+        cwd=django_settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 1
+    assert f"ImproperlyConfigured: {message}" in result.stderr
+
+
+def _samples(pairs: list[tuple[float, bool]]) -> list[LabelledEvidence]:
+    return [
+        LabelledEvidence(features={**dict.fromkeys(FEATURES, 0.5), "similarity": value}, answerable=kind)
+        for value, kind in pairs
+    ]
+
+
+def test_the_fit_weighs_the_evidence_that_separates_and_the_threshold_bounds_wrong_abstentions():
+    samples = _samples([(0.9, True), (0.8, True), (0.7, True), (0.35, True), (0.3, False), (0.2, False), (0.1, False)])
+
+    model = abstention_model_fit(samples, features=["similarity", "known"], regularisation=10.0)
+
+    assert model.weights["similarity"] > 0
+    assert model.weights["known"] == 0.0  # the same for every sample: it tells nothing
+    probabilities = sorted(model.probability(sample.features) for sample in samples if sample.answerable)
+    # At most a quarter of the 4 answerable samples may be declared missing: the one at 0.35.
+    threshold = abstention_threshold_choose(model, samples, answerable_missing=0.25)
+    assert threshold == math.floor(probabilities[1] * 1000) / 1000
+    assert abstention_rates(model, threshold, samples).answerable_missing == 0.25
+    assert abstention_rates(model, threshold, samples).unanswerable_missing == 1.0
+    strict = abstention_threshold_choose(model, samples, answerable_missing=0.0)
+    assert strict == math.floor(probabilities[0] * 1000) / 1000
+    assert abstention_rates(model, strict, samples).answerable_missing == 0.0
+
+
+def test_fitting_needs_both_kinds_of_question():
+    with pytest.raises(ValueError, match="both answerable and unanswerable"):
+        abstention_model_fit(_samples([(0.9, True), (0.8, True)]))
+
+
+@pytest.fixture
+def indexed(db):
+    handbook = RepositoryFactory(name="acme/handbook", trust="canonical")
+    community = RepositoryFactory(name="acme/community", trust="community")
+    chunks_index(handbook, HANDBOOK)
+    chunks_index(community, COMMUNITY)
+    return [community, handbook]
+
+
+def _features(question: str, repositories) -> dict[str, float]:
+    outcome = chunk_search(query=question, repositories=repositories, limit=5)
+    features, _ = evidence_features(outcome, question=question)
+    return features
+
+
+def test_a_question_the_passages_answer_has_full_lexical_evidence(indexed):
+    features = _features("Which ca_bundle adds an internal certificate authority?", indexed)
+
+    assert {name: features[name] for name in ("known", "coverage", "rare_together", "agreement")} == {
+        "known": 1.0,
+        "coverage": 1.0,
+        "rare_together": 1.0,
+        "agreement": 1.0,
+    }
+    # No repository is named: the named evidence is the evidence of everything searched.
+    assert [features[f"named_{name}"] for name in ("similarity", "coverage", "known", "rare_together")] == [
+        features["similarity"],
+        features["coverage"],
+        features["known"],
+        features["rare_together"],
+    ]
+    assert features["similarity"] > 0.5
+    assert 0 < features["lexical"] <= 1
+
+
+def test_a_question_about_something_absent_has_no_lexical_evidence(indexed):
+    features = _features("How do I bake sourdough bread at home?", indexed)
+
+    assert {name: features[name] for name in ("known", "coverage", "rare_together", "agreement", "lexical")} == {
+        "known": 0.0,
+        "coverage": 0.0,
+        "rare_together": 0.0,
+        "agreement": 0.0,
+        "lexical": 0.0,
+    }
+    assert features["similarity"] < 0.3
+
+
+def test_named_evidence_looks_only_at_the_repositories_the_question_names(indexed):
+    question = "How do I set ca_bundle in the community FAQ?"
+    outcome = chunk_search(query=question, repositories=indexed, limit=5)
+    features, named = evidence_features(outcome, question=question)
+
+    assert [repository.name for repository in named] == ["acme/community"]
+    assert features["known"] == 1.0  # the handbook has ca_bundle
+    assert round(features["named_known"], 9) == round(
+        1 - _idf_share(outcome, {"ca_bundle", "ca", "bundl"}), 9
+    )  # the community repository does not
+
+
+def _idf_share(outcome, lexemes: set[str]) -> float:
+    """The share of the question's IDF mass (capped like the features cap it) held by `lexemes`."""
+    ceiling = math.log(1 + (outcome.lexical_query.document_count - 1 + 0.5) / 1.5)
+    idf = {term.lexeme: min(term.idf, ceiling) for term in outcome.lexical_query.terms}
+    return sum(value for lexeme, value in idf.items() if lexeme in lexemes) / sum(idf.values())
+
+
+def test_repositories_are_named_by_their_label_as_a_word(indexed):
+    community, handbook = indexed
+
+    assert repositories_named(question="What does the handbook say?", repositories=indexed) == [handbook]
+    assert repositories_named(question="community or handbook?", repositories=indexed) == [community, handbook]
+    assert repositories_named(question="the handbooks", repositories=indexed) == []
+    assert repositories_named(question="acme-community", repositories=indexed) == []
+    jinja = RepositoryFactory.build(name="pallets/jinja")
+    assert repositories_named(question="Is Jinja2 sandboxed?", repositories=[jinja]) == [jinja]
+
+
+def test_names_are_the_words_written_like_names():
+    repositories = [RepositoryFactory.build(name="scrapy/scrapy")]
+
+    assert question_names(
+        "Is there an official Docker image for Scrapy, or a .pyi stub, on HTTP/2 with allowed_domains?",
+        repositories=repositories,
+    ) == ["Docker", ".pyi", "HTTP/2", "allowed_domains"]
+    assert question_names("Does ClientSession leak? I think so.", repositories=[]) == ["ClientSession"]
+    assert question_names("how do I set up rate limiting in nginx?", repositories=[]) == []
+
+
+def test_names_the_documentation_lacks_are_evidence_that_sources_are_missing(indexed):
+    absent = _features("Can I deploy the workers on Kubernetes with Helm?", indexed)
+    present = _features("Where do I put CELERY_BROKER_URL for the Redis broker?", indexed)
+    apart = _features("Does ca_bundle change the CELERY_BROKER_URL?", indexed)
+
+    assert (absent["names_known"], absent["names_together"]) == (0.0, 0.0)
+    assert (present["names_known"], present["names_together"]) == (1.0, 1.0)
+    # Both names are documented, never in one passage: ca_bundle (TLS) and the broker URL (jobs).
+    assert (apart["names_known"], apart["names_together"]) == (1.0, 0.5)
+    assert _features("how do workers take jobs?", indexed)["names_known"] == 1.0  # no names: no evidence against
+
+
+def test_the_decision_follows_the_configured_model_and_threshold(indexed, settings):
+    settings.ASK_ABSTENTION_MODEL = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
+    settings.ASK_ABSTENTION_THRESHOLD = 0.5
+
+    answered = abstention_assess(
+        chunk_search(query="Which ca_bundle adds an internal certificate authority?", repositories=indexed, limit=5),
+        question="Which ca_bundle adds an internal certificate authority?",
+    )
+    missing = abstention_assess(
+        chunk_search(query="How do I bake sourdough bread at home?", repositories=indexed, limit=5),
+        question="How do I bake sourdough bread at home?",
+    )
+
+    assert (rounded(answered.probability), answered.supported) == (sigmoid(4.0), True)
+    assert (rounded(missing.probability), missing.supported) == (sigmoid(-4.0), False)
+    settings.ASK_ABSTENTION_THRESHOLD = 0.99
+    assert (
+        abstention_assess(
+            chunk_search(
+                query="Which ca_bundle adds an internal certificate authority?", repositories=indexed, limit=5
+            ),
+            question="Which ca_bundle adds an internal certificate authority?",
+        ).supported
+        is False
+    )
