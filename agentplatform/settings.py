@@ -309,11 +309,12 @@ LLM_TIMEOUT_SECONDS = _non_negative("LLM_TIMEOUT_SECONDS", 30.0)
 # Candidates taken from each leg (lexical BM25; dense: nearest passages and nearest titles).
 SEARCH_CANDIDATE_DEPTH = _positive_int("SEARCH_CANDIDATE_DEPTH", 50)
 # Weighted reciprocal rank fusion: weight / (SEARCH_RRF_K + rank) per leg.
-SEARCH_LEXICAL_WEIGHT = _non_negative("SEARCH_LEXICAL_WEIGHT", 0.2)
+SEARCH_LEXICAL_WEIGHT = _non_negative("SEARCH_LEXICAL_WEIGHT", 0.1)
 SEARCH_DENSE_WEIGHT = _non_negative("SEARCH_DENSE_WEIGHT", 1.0)
 SEARCH_RRF_K = _non_negative("SEARCH_RRF_K", 10.0)
-# Dense score = (1 - SEARCH_HEADING_WEIGHT) * passage similarity + SEARCH_HEADING_WEIGHT * title similarity.
-SEARCH_HEADING_WEIGHT = _non_negative("SEARCH_HEADING_WEIGHT", 0.25)
+# Dense score: the passage similarity, lifted to (1 - SEARCH_HEADING_WEIGHT) * passage +
+# SEARCH_HEADING_WEIGHT * title similarity when the title matches better.
+SEARCH_HEADING_WEIGHT = _non_negative("SEARCH_HEADING_WEIGHT", 0.15)
 if SEARCH_HEADING_WEIGHT > 1:
     raise ImproperlyConfigured(f"SEARCH_HEADING_WEIGHT must be between 0 and 1, got {SEARCH_HEADING_WEIGHT}")
 SEARCH_BM25_K1 = _non_negative("SEARCH_BM25_K1", 1.2)
@@ -362,12 +363,20 @@ try:
     ASK_ABSTENTION_MODEL = abstention_model_parse(
         env.dict(
             "ASK_ABSTENTION_MODEL",
-            default={"intercept": -6.0, "similarity": 6.0, "known": 3.0, "coverage": 2.0},
+            default={
+                "intercept": -9.684,
+                "heading_similarity": 7.224,
+                "peak": 4.88,
+                "coverage": 1.765,
+                "agreement": 0.1916,
+                "named_known": 1.947,
+                "names_together": 3.361,
+            },
         )
     )
 except AbstentionModelInvalid as exc:
     raise ImproperlyConfigured(f"ASK_ABSTENTION_MODEL: {exc}") from exc
-ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.5)
+ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.329)
 if ASK_ABSTENTION_THRESHOLD > 1:
     raise ImproperlyConfigured(
         f"ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got {ASK_ABSTENTION_THRESHOLD}"

@@ -1,79 +1,199 @@
-"""Retrieval quality of /search and the sources-missing decision of /ask.
+"""Retrieval quality of /search and /ask on real documentation, cross-validated by repository.
 
-    python benchmarks/retrieval.py              # ingest the corpus, print the figures
-    python benchmarks/retrieval.py --calibrate  # also search the support weight and threshold
-    python benchmarks/retrieval.py --misses     # also list the questions each method missed
+    python benchmarks/retrieval.py                        # the real-docs development set
+    python benchmarks/retrieval.py --eval-set DIR         # another set in the same format
+    python benchmarks/retrieval.py --ferrite              # the project's own corpus (benchmarks/questions.yml)
+    python benchmarks/retrieval.py --misses               # also list what the shipped configuration missed
 
-The corpus (benchmarks/corpus/ferrite: documentation of a fictional webhook service, written
-for this purpose) is committed into a local git repository under var/bench/retrieval, listed in
-a local registry repository, and ingested by the real ingest pipeline into a database of its
-own (gt_bench_retrieval; nothing else is touched). benchmarks/questions.yml holds answerable
-questions (each with the path and line range of its answer, and the evidence text that those
-lines must contain, checked first) and questions the corpus cannot answer.
+The development set (`--eval-set`, default ../shared/eval-dev next to this checkout) holds the
+documentation of real open-source projects (`corpus/<owner>__<name>/`, byte for byte at a pinned
+commit), FAQ questions whose maintainers wrote the answer (`questions.jsonl`: the answer's path
+and lines, the FAQ's own wording and a paraphrase as a user would type it) and questions the
+documentation cannot answer. Each corpus folder is committed into a git repository of its own
+under var/bench/retrieval, all of them are listed in a registry repository (`sources.yml`,
+include `**/*.rst` and `**/*.md`), and the real ingest pipeline indexes them into a database of
+its own (gt_bench_retrieval; nothing else is touched; an unchanged corpus is not re-embedded).
+Every question then goes through the service functions that /search and /ask call.
 
-A retrieved chunk answers a question when it has the question's path and its line range
-overlaps the answer's. Printed: recall@1, recall@5 and MRR (over the first 10 results) for the
-lexical leg alone, the dense leg alone and the hybrid, and the share of questions on which
-/ask's `sources_missing` is right, for each kind of question.
+A hit is a retrieved chunk (or, for /ask, a cited snippet) in the answer's file whose lines
+overlap the answer's lines. Printed, per wording (FAQ wording, paraphrase):
+- recall@1/5/10 and MRR@10 of the lexical leg, the dense leg (passage vector alone, and passage
+  and title vectors mixed) and the fused ranking;
+- /ask: `sources_missing` on answerable and on unanswerable questions, how often the first
+  citation holds the answer, how often any citation does, and citations per answer.
+
+Tuned parameters are reported cross-validated by repository, beside the shipped (in-sample)
+figures: for each repository, the fusion parameters are chosen on the questions of the other
+repositories (grid search for the best paraphrased MRR@10 averaged over them, each repository
+counting once), every question is asked again with them, the sources-missing model is fitted on
+the other repositories' paraphrased and unanswerable questions (threshold: at most 5% of their
+answerable questions declared missing), and the held-out repository's questions are measured.
+An unanswerable question is held out with the repository it asks about (its `absent_scope`, or
+the project it names), else spread evenly.
+
+The project's own corpus (benchmarks/corpus/ferrite with benchmarks/questions.yml: reference
+documentation of a webhook service, written for the benchmarks) is indexed beside the set as one
+more repository (`--no-ferrite` leaves it out): one more documentation style to tune for and to
+hold out. Its figures are printed apart.
+
+Also printed: the fusion parameters and the model fitted on all repositories, as the settings
+that ship them (ASK_ABSTENTION_MODEL is what `manage.py abstention_fit` prints for the same
+questions).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
 from benchmarks.benchmark_database import ROOT, benchmark_database_use
 
-REPOSITORY_NAME = "ferrite-labs/ferrite"
 TOP = 10
+WORDINGS = {"verbatim": "FAQ wording", "paraphrase": "paraphrased"}
+ANSWERABLE_MISSING_TARGET = 0.05
+FERRITE_REPOSITORY = "ferrite-labs/ferrite"
+
+# The fusion grid searched per fold.
+HEADING_WEIGHTS = (0.0, 0.15, 0.25, 0.35, 0.5)
+LEXICAL_WEIGHTS = (0.0, 0.1, 0.2, 0.35, 0.5, 1.0)
+RANK_CONSTANTS = (5.0, 10.0, 20.0, 40.0)
+
+
+@dataclass(frozen=True)
+class CorpusRepository:
+    name: str
+    directory: Path
+    include: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Question:
-    text: str
+    id: str
+    collection: str  # which question set it comes from (reported apart)
+    fold: str  # the repository it is held out with
+    texts: dict[str, str]  # wording -> question text
+    answerable: bool
     path: str | None = None
     lines: tuple[int, int] | None = None
-    evidence: tuple[str, ...] = ()
 
 
-def questions_load(path: Path) -> tuple[Path, list[Question], list[Question]]:
+@dataclass
+class EvaluationSet:
+    name: str
+    repositories: list[CorpusRepository]
+    questions: list[Question]
+
+    @property
+    def folds(self) -> list[str]:
+        return sorted({question.fold for question in self.questions})
+
+    @property
+    def collections(self) -> list[str]:
+        return list(dict.fromkeys(question.collection for question in self.questions))
+
+    def merge(self, other: EvaluationSet) -> EvaluationSet:
+        return EvaluationSet(
+            name=f"{self.name} + {other.name}",
+            repositories=self.repositories + other.repositories,
+            questions=self.questions + other.questions,
+        )
+
+
+# --- evaluation sets ---------------------------------------------------------------------------
+def eval_dev_load(directory: Path) -> EvaluationSet:
+    collection = directory.name
+    corpus = directory / "corpus"
+    repositories = [
+        CorpusRepository(name=folder.name.replace("__", "/", 1), directory=folder, include=("**/*.rst", "**/*.md"))
+        for folder in sorted(corpus.iterdir())
+        if folder.is_dir()
+    ]
+    names = [repository.name for repository in repositories]
+    entries = [json.loads(line) for line in (directory / "questions.jsonl").read_text().splitlines() if line.strip()]
+    questions = []
+    unassigned = 0
+    for entry in entries:
+        if entry["answerable"]:
+            fold = entry["repo"]
+            texts = {"verbatim": entry["question_verbatim"], "paraphrase": entry["question_paraphrase"]}
+            questions.append(
+                Question(
+                    id=entry["id"],
+                    collection=collection,
+                    fold=fold,
+                    texts=texts,
+                    answerable=True,
+                    path=entry["path"],
+                    lines=(entry["start_line"], entry["end_line"]),
+                )
+            )
+            continue
+        text = entry["question_paraphrase"]
+        scope = (entry.get("absent_scope") or "").replace("__", "/", 1)
+        named = [name for name in names if name.rsplit("/", 1)[-1].lower() in text.lower()]
+        if scope in names:
+            fold = scope
+        elif named:
+            fold = named[0]
+        else:
+            fold = names[unassigned % len(names)]
+            unassigned += 1
+        questions.append(
+            Question(id=entry["id"], collection=collection, fold=fold, texts={"paraphrase": text}, answerable=False)
+        )
+    return EvaluationSet(
+        name=f"{directory.name} ({len(repositories)} repositories)", repositories=repositories, questions=questions
+    )
+
+
+def ferrite_load(path: Path) -> EvaluationSet:
     data = yaml.safe_load(path.read_text())
     corpus = ROOT / data["corpus"]
-    answerable = [
-        Question(text=item["question"], path=item["path"], lines=tuple(item["lines"]), evidence=tuple(item["evidence"]))
-        for item in data["answerable"]
+    questions = [
+        Question(
+            id=f"ferrite-{number:03d}",
+            collection="ferrite",
+            fold=FERRITE_REPOSITORY,
+            texts={"paraphrase": item["question"]},
+            answerable=True,
+            path=item["path"],
+            lines=tuple(item["lines"]),
+        )
+        for number, item in enumerate(data["answerable"], start=1)
     ]
-    unanswerable = [Question(text=item["question"]) for item in data["unanswerable"]]
-    return corpus, answerable, unanswerable
+    questions += [
+        Question(
+            id=f"ferrite-none-{number:03d}",
+            collection="ferrite",
+            fold=FERRITE_REPOSITORY,
+            texts={"paraphrase": item["question"]},
+            answerable=False,
+        )
+        for number, item in enumerate(data["unanswerable"], start=1)
+    ]
+    repository = CorpusRepository(
+        name=FERRITE_REPOSITORY,
+        directory=corpus,
+        include=("README.md", "docs/**/*.md", "docs/**/*.rst", "config/*.yml"),
+    )
+    return EvaluationSet(name="ferrite (the project's own corpus)", repositories=[repository], questions=questions)
 
 
-def evidence_check(corpus: Path, questions: list[Question]) -> list[str]:
-    """Problems where the cited lines do not contain a question's evidence text."""
-    problems = []
-    for question in questions:
-        file = corpus / question.path
-        if not file.is_file():
-            problems.append(f"{question.path}: missing (for {question.text!r})")
-            continue
-        lines = file.read_text().splitlines()[question.lines[0] - 1 : question.lines[1]]
-        cited = " ".join(" ".join(lines).split())
-        for evidence in question.evidence:
-            if " ".join(evidence.split()) not in cited:
-                problems.append(f"{question.path}:{question.lines[0]}-{question.lines[1]} lacks {evidence!r}")
-    return problems
-
-
+# --- git repositories and ingest -----------------------------------------------------------------
 def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
@@ -97,227 +217,454 @@ def _commit_tree(directory: Path, files: dict[str, bytes]) -> None:
         _git(directory, "commit", "-q", "-m", "benchmark corpus")
 
 
-def repositories_prepare(corpus: Path, workdir: Path) -> Path:
-    """The corpus and registry git repositories; returns the registry repository's path."""
-    corpus_files = {str(path.relative_to(corpus)): path.read_bytes() for path in corpus.rglob("*") if path.is_file()}
-    corpus_repository = workdir / "ferrite"
-    _commit_tree(corpus_repository, corpus_files)
-    sources = {
-        "defaults": {"ref": "main", "trust": "reviewed"},
-        "repos": [
-            {
-                "name": REPOSITORY_NAME,
-                "url": str(corpus_repository),
-                "trust": "canonical",
-                "owners": ["docs"],
-                "include": ["README.md", "docs/**/*.md", "docs/**/*.rst", "config/*.yml"],
-            }
-        ],
-    }
+def repositories_prepare(evaluation: EvaluationSet, workdir: Path) -> Path:
+    """One git repository per corpus folder and a registry listing them; returns the registry."""
+    entries = []
+    for repository in evaluation.repositories:
+        files = {
+            str(path.relative_to(repository.directory)): path.read_bytes()
+            for path in repository.directory.rglob("*")
+            if path.is_file()
+        }
+        target = workdir / repository.name.replace("/", "__")
+        _commit_tree(target, files)
+        entries.append(
+            {"name": repository.name, "url": str(target), "trust": "canonical", "include": list(repository.include)}
+        )
     registry = workdir / "registry"
+    sources = {"defaults": {"ref": "main", "trust": "reviewed"}, "repos": entries}
     _commit_tree(registry, {"sources.yml": yaml.safe_dump(sources, sort_keys=False).encode()})
     return registry
 
 
 def corpus_ingest() -> None:
-    from groundtruth.ingest.pipeline import ingest_run_execute
-    from groundtruth.models import IngestTrigger, Repository
-    from groundtruth.registry import registry_load
-    from groundtruth.services import ingest_run_claim, ingest_run_request
+    from groundtruth.models import IngestStatus, IngestTrigger
+    from groundtruth.services import ingest_foreground
 
-    registry_load()
-    repository = Repository.objects.get(name=REPOSITORY_NAME)
-    request = ingest_run_request(repository=repository, ref=None, trigger=IngestTrigger.COMMAND)
-    run = ingest_run_claim(run_id=request.run.pk)
-    if run is None:
-        raise SystemExit(f"ingest run {request.run.pk} is already running elsewhere")
-    run = ingest_run_execute(run=run)
-    print(
-        f"ingested {REPOSITORY_NAME} at {run.commit[:12]}: {run.chunks_added} chunks added, "
-        f"{run.chunks_unchanged} unchanged, {run.chunks_removed} removed"
-    )
+    started = time.monotonic()
+    runs = ingest_foreground(repository_name=None, ref=None, trigger=IngestTrigger.COMMAND)
+    for run in runs:
+        if run.status != IngestStatus.SUCCEEDED:
+            raise SystemExit(f"ingest of {run.repository.name} failed: {run.error}")
+        print(
+            f"  {run.repository.name} at {run.commit[:12]}: {run.chunks_added} chunks added, "
+            f"{run.chunks_unchanged} unchanged, {run.chunks_removed} removed, {run.chunks_embedded} embedded"
+        )
+    print(f"  ingest took {time.monotonic() - started:.1f} s")
 
 
-@dataclass
-class Scores:
-    ranks: list[int | None]
-
-    def recall_at(self, k: int) -> float:
-        return sum(1 for rank in self.ranks if rank is not None and rank <= k) / len(self.ranks)
-
-    @property
-    def mrr(self) -> float:
-        return sum(1 / rank for rank in self.ranks if rank is not None) / len(self.ranks)
+# --- measuring ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Location:
+    path: str
+    start: int
+    end: int
 
 
-def _rank(question: Question, located: list[tuple[str, int, int]]) -> int | None:
-    for position, (path, start, end) in enumerate(located, start=1):
-        if path == question.path and start <= question.lines[1] and end >= question.lines[0]:
-            return position
+def _overlaps(question: Question, location: Location) -> bool:
+    assert question.lines is not None
+    return location.path == question.path and location.start <= question.lines[1] and location.end >= question.lines[0]
+
+
+def hit_rank(question: Question, located: Iterable[Location], *, depth: int = TOP) -> int | None:
+    for rank, location in enumerate(located, start=1):
+        if rank > depth:
+            return None
+        if _overlaps(question, location):
+            return rank
     return None
 
 
-def _locate(chunk_ids: list[int]) -> list[tuple[str, int, int]]:
-    from groundtruth.models import Chunk
+@dataclass(frozen=True)
+class Candidates:
+    """What both legs returned for one question: enough to fuse again with other parameters."""
 
-    rows = {
-        row[0]: row[1:]
-        for row in Chunk.objects.filter(pk__in=chunk_ids).values_list("pk", "path", "start_line", "end_line")
-    }
-    return [rows[chunk_id] for chunk_id in chunk_ids if chunk_id in rows]
+    lexical_ids: list[int]
+    dense_hits: list  # DenseHit, in the service's order
+    trust: dict[int, str]
+    locations: dict[int, Location]
 
 
-def evaluate(answerable: list[Question], unanswerable: list[Question], *, calibrate: bool, misses: bool) -> None:
-    from django.conf import settings
-    from django.db import transaction
+@dataclass
+class Answered:
+    """One question in one wording, asked through the service with one set of parameters."""
 
+    question: Question
+    wording: str
+    ranks: dict[str, int | None]  # method -> rank of the first hit within TOP
+    candidates: Candidates
+    features: dict[str, float]
+    sources_missing: bool
+    citations: list[Location]
+
+
+@dataclass
+class Run:
+    """Every question asked once with one configuration."""
+
+    answers: list[Answered] = field(default_factory=list)
+
+    def select(
+        self, *, wording: str, answerable: bool = True, folds: set[str] | None = None, collection: str | None = None
+    ) -> list[Answered]:
+        return [
+            answer
+            for answer in self.answers
+            if answer.wording == wording
+            and answer.question.answerable is answerable
+            and (folds is None or answer.question.fold in folds)
+            and (collection is None or answer.question.collection == collection)
+        ]
+
+
+def _locations(chunk_ids: list[int], chunks: dict) -> list[Location]:
+    return [Location(chunks[i].path, chunks[i].start_line, chunks[i].end_line) for i in chunk_ids if i in chunks]
+
+
+def questions_ask(
+    evaluation: EvaluationSet,
+    *,
+    fusion,
+    abstention_model=None,
+    abstention_threshold=None,
+    folds: set[str] | None = None,
+) -> Run:
+    """Every question (of `folds`) through the service: search legs, fused ranking, /ask."""
+    from groundtruth.search.abstention import evidence_features
     from groundtruth.search.ask import question_answer
-    from groundtruth.search.dense_search import dense_candidates
+    from groundtruth.search.fusion import dense_ranking
     from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
-    from groundtruth.search.lexical_search import lexical_candidates, lexical_query_build
-    from groundtruth.search.query_embedding import query_embed
 
     repositories = search_scope_resolve(names=None)
-    repository_ids = [repository.pk for repository in repositories]
-    ranks: dict[str, list[int | None]] = {"lexical": [], "dense": [], "hybrid": []}
-    supports: list[tuple[bool, dict]] = []  # (answerable, support signals)
-    missed: dict[str, list[str]] = {"lexical": [], "dense": [], "hybrid": []}
-    decisions: list[tuple[bool, bool]] = []  # (answerable, supported)
-
-    for answerable_kind, questions in ((True, answerable), (False, unanswerable)):
-        for question in questions:
-            answer = question_answer(question=question.text, repository_names=None)
-            supports.append((answerable_kind, answer.support))
-            decisions.append((answerable_kind, not answer.sources_missing))
-            if not answerable_kind:
-                continue
-            outcome = chunk_search(query=question.text, repositories=repositories, limit=TOP)
-            lexical = lexical_candidates(
-                query=lexical_query_build(text=question.text), repository_ids=repository_ids, depth=TOP
+    run = Run()
+    for question in evaluation.questions:
+        if folds is not None and question.fold not in folds:
+            continue
+        for wording, text in question.texts.items():
+            outcome = chunk_search(query=text, repositories=repositories, limit=TOP, fusion=fusion)
+            features, _ = evidence_features(outcome, question=text)
+            chunks = outcome.chunks
+            answer = question_answer(
+                question=text,
+                repository_names=None,
+                fusion=fusion,
+                abstention_model=abstention_model,
+                abstention_threshold=abstention_threshold,
             )
-            embedding = query_embed(text=question.text)
-            with transaction.atomic():
-                dense = dense_candidates(
-                    embedding=embedding.vector,
-                    model_name=embedding.model_name,
-                    repository_ids=repository_ids,
-                    depth=TOP,
+            citations = [Location(c["path"], c["line"], c["end_line"]) for c in answer.citations]
+            ranks: dict[str, int | None] = {}
+            if question.answerable:
+                methods = {
+                    "lexical": [hit.chunk_id for hit in outcome.lexical_hits],
+                    "dense, passage vector": [
+                        hit.chunk_id for hit in dense_ranking(outcome.dense_hits, heading_weight=0.0)
+                    ],
+                    "dense": [hit.chunk_id for hit in outcome.dense_hits],
+                    "hybrid": [hit.chunk.pk for hit in outcome.hits],
+                }
+                ranks = {method: hit_rank(question, _locations(ids, chunks)) for method, ids in methods.items()}
+            run.answers.append(
+                Answered(
+                    question=question,
+                    wording=wording,
+                    ranks=ranks,
+                    candidates=Candidates(
+                        lexical_ids=[hit.chunk_id for hit in outcome.lexical_hits],
+                        dense_hits=list(outcome.dense_hits),
+                        trust={chunk_id: chunk.trust for chunk_id, chunk in chunks.items()},
+                        locations={i: Location(c.path, c.start_line, c.end_line) for i, c in chunks.items()},
+                    ),
+                    features=features,
+                    sources_missing=answer.sources_missing,
+                    citations=citations,
                 )
-            for method, chunk_ids in (
-                ("lexical", [hit.chunk_id for hit in lexical]),
-                ("dense", [hit.chunk_id for hit in dense]),
-                ("hybrid", [hit.chunk.pk for hit in outcome.hits]),
-            ):
-                rank = _rank(question, _locate(chunk_ids))
-                ranks[method].append(rank)
-                if rank is None or rank > 5:
-                    missed[method].append(f"{question.text}  [{question.path}:{question.lines[0]}] rank={rank}")
+            )
+    return run
 
-    print(f"\n{len(answerable)} answerable questions, {len(unanswerable)} unanswerable; chunks ranked by each method:")
-    print(f"{'method':<10}{'recall@1':>10}{'recall@5':>10}{'MRR@10':>10}")
-    for method, method_ranks in ranks.items():
-        scores = Scores(method_ranks)
-        print(f"{method:<10}{scores.recall_at(1):>10.3f}{scores.recall_at(5):>10.3f}{scores.mrr:>10.3f}")
 
-    right_answerable = sum(1 for kind, supported in decisions if kind and supported)
-    right_unanswerable = sum(1 for kind, supported in decisions if not kind and not supported)
-    print(
-        f"\nsources_missing of /ask (ASK_SUPPORT_WEIGHTS={settings.ASK_SUPPORT_WEIGHTS}, "
-        f"ASK_SUPPORT_THRESHOLD={settings.ASK_SUPPORT_THRESHOLD}):"
+# --- metrics -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RankMetrics:
+    recall_1: float
+    recall_5: float
+    recall_10: float
+    mrr_10: float
+
+    @classmethod
+    def of(cls, ranks: list[int | None]) -> RankMetrics:
+        count = len(ranks) or 1
+
+        def recall(k: int) -> float:
+            return sum(1 for rank in ranks if rank is not None and rank <= k) / count
+
+        mrr = sum(1 / rank for rank in ranks if rank is not None) / count
+        return cls(recall(1), recall(5), recall(10), mrr)
+
+    def row(self) -> str:
+        return f"{self.recall_1:>6.3f} {self.recall_5:>6.3f} {self.recall_10:>6.3f} {self.mrr_10:>7.3f}"
+
+
+@dataclass(frozen=True)
+class AskMetrics:
+    missing_answerable: float
+    missing_unanswerable: float | None
+    first_citation_hits: float
+    any_citation_hits: float
+    citations_per_answer: float
+
+    @classmethod
+    def of(cls, answerable: list[Answered], unanswerable: list[Answered]) -> AskMetrics:
+        answered = [answer for answer in answerable if not answer.sources_missing]
+        count = len(answerable) or 1
+        return cls(
+            missing_answerable=sum(answer.sources_missing for answer in answerable) / count,
+            missing_unanswerable=(
+                sum(answer.sources_missing for answer in unanswerable) / len(unanswerable) if unanswerable else None
+            ),
+            first_citation_hits=sum(
+                bool(answer.citations) and _overlaps(answer.question, answer.citations[0]) for answer in answerable
+            )
+            / count,
+            any_citation_hits=sum(
+                any(_overlaps(answer.question, citation) for citation in answer.citations) for answer in answerable
+            )
+            / count,
+            citations_per_answer=statistics.mean(len(answer.citations) for answer in answered) if answered else 0.0,
+        )
+
+
+# --- tuning --------------------------------------------------------------------------------------
+def fused_rank(answer: Answered, fusion) -> int | None:
+    """The rank of the first hit when `answer`'s candidates are fused with `fusion` (the
+    service's own functions)."""
+    from groundtruth.search.fusion import dense_ranking, reciprocal_rank_fusion
+
+    candidates = answer.candidates
+    dense_ids = [hit.chunk_id for hit in dense_ranking(candidates.dense_hits, heading_weight=fusion.heading_weight)]
+    fused = reciprocal_rank_fusion(
+        lexical_ids=candidates.lexical_ids,
+        dense_ids=dense_ids,
+        trust_by_chunk=candidates.trust,
+        lexical_weight=fusion.lexical_weight,
+        dense_weight=fusion.dense_weight,
+        rank_constant=fusion.rank_constant,
+        trust_weights=fusion.trust_weights,
     )
-    print(f"  right on answerable   {right_answerable}/{len(answerable)} = {right_answerable / len(answerable):.3f}")
-    print(
-        f"  right on unanswerable {right_unanswerable}/{len(unanswerable)} = "
-        f"{right_unanswerable / len(unanswerable):.3f}"
+    return hit_rank(answer.question, (candidates.locations[hit.chunk_id] for hit in fused[:TOP]))
+
+
+def fusion_tune(run: Run, folds: set[str], base) -> tuple:
+    """The grid point with the best paraphrased MRR@10 (then recall@5) averaged over the
+    repositories of `folds`, each counting once however many questions it has."""
+    answers = run.select(wording="paraphrase", folds=folds)
+    by_fold: dict[str, list[Answered]] = {}
+    for answer in answers:
+        by_fold.setdefault(answer.question.fold, []).append(answer)
+    best_key, best = None, base
+    for heading_weight, lexical_weight, rank_constant in itertools.product(
+        HEADING_WEIGHTS, LEXICAL_WEIGHTS, RANK_CONSTANTS
+    ):
+        fusion = replace(
+            base, heading_weight=heading_weight, lexical_weight=lexical_weight, rank_constant=rank_constant
+        )
+        metrics = [RankMetrics.of([fused_rank(answer, fusion) for answer in fold]) for fold in by_fold.values()]
+        key = (
+            round(statistics.mean(metric.mrr_10 for metric in metrics), 9),
+            round(statistics.mean(metric.recall_5 for metric in metrics), 9),
+        )
+        if best_key is None or key > best_key:
+            best_key, best = key, fusion
+    return best
+
+
+def abstention_samples(run: Run, folds: set[str]) -> list:
+    from groundtruth.search.abstention_fit import LabelledEvidence
+
+    answers = run.select(wording="paraphrase", folds=folds) + run.select(
+        wording="paraphrase", answerable=False, folds=folds
     )
-    total = len(answerable) + len(unanswerable)
-    right = right_answerable + right_unanswerable
-    print(f"  right overall         {right}/{total} = {right / total:.3f}")
+    return [LabelledEvidence(features=answer.features, answerable=answer.question.answerable) for answer in answers]
+
+
+def abstention_fit(run: Run, folds: set[str]) -> tuple:
+    from groundtruth.search.abstention_fit import abstention_model_fit, abstention_threshold_choose
+
+    samples = abstention_samples(run, folds)
+    model = abstention_model_fit(samples)
+    threshold = abstention_threshold_choose(model, samples, answerable_missing=ANSWERABLE_MISSING_TARGET)
+    return model, threshold
+
+
+# --- report --------------------------------------------------------------------------------------
+def rank_table(title: str, rows: list[tuple[str, RankMetrics]]) -> None:
+    print(f"\n{title}")
+    print(f"  {'':<44} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR@10':>7}")
+    for label, metrics in rows:
+        print(f"  {label:<44} {metrics.row()}")
+
+
+def ask_table(title: str, rows: list[tuple[str, AskMetrics]]) -> None:
+    print(f"\n{title}")
+    print(
+        f"  {'':<44} {'missing on answerable':>22} {'on unanswerable':>16} {'1st citation hits':>18} "
+        f"{'any citation hits':>18} {'citations/answer':>17}"
+    )
+    for label, metrics in rows:
+        unanswerable = "" if metrics.missing_unanswerable is None else f"{metrics.missing_unanswerable:.3f}"
+        print(
+            f"  {label:<44} {metrics.missing_answerable:>22.3f} {unanswerable:>16} "
+            f"{metrics.first_citation_hits:>18.3f} {metrics.any_citation_hits:>18.3f} "
+            f"{metrics.citations_per_answer:>17.2f}"
+        )
+
+
+def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool) -> None:
+    from groundtruth.search.fusion import fusion_parameters_configured
+
+    configured = fusion_parameters_configured()
+    started = time.monotonic()
+    shipped = questions_ask(evaluation, fusion=configured)
+    print(f"\nevery question asked in {time.monotonic() - started:.0f} s")
+    print(
+        f"shipped configuration: SEARCH_HEADING_WEIGHT={configured.heading_weight:g} "
+        f"SEARCH_LEXICAL_WEIGHT={configured.lexical_weight:g} SEARCH_DENSE_WEIGHT={configured.dense_weight:g} "
+        f"SEARCH_RRF_K={configured.rank_constant:g}"
+    )
+
+    cross: Run | None = None
+    if cross_validate and len(evaluation.folds) > 1:
+        cross = Run()
+        chosen = []
+        for fold in evaluation.folds:
+            training = set(evaluation.folds) - {fold}
+            fusion = fusion_tune(shipped, training, configured)
+            fold_run = questions_ask(evaluation, fusion=fusion) if fusion != configured else shipped
+            model, threshold = abstention_fit(fold_run, training)
+            held_out = questions_ask(
+                evaluation, fusion=fusion, abstention_model=model, abstention_threshold=threshold, folds={fold}
+            )
+            cross.answers.extend(held_out.answers)
+            chosen.append((fold, fusion, threshold))
+        print("\nper held-out repository, the parameters chosen on the others:")
+        for fold, fusion, threshold in chosen:
+            print(
+                f"  {fold:<22} heading {fusion.heading_weight:g}, lexical {fusion.lexical_weight:g}, "
+                f"k {fusion.rank_constant:g}; abstention threshold {threshold:.3f}"
+            )
+
+    for collection in evaluation.collections:
+        questions = [question for question in evaluation.questions if question.collection == collection]
+        answerable = [question for question in questions if question.answerable]
+        wordings = [wording for wording in WORDINGS if any(wording in question.texts for question in answerable)]
+        repositories = sorted({question.fold for question in answerable})
+        print(
+            f"\n=== {collection}: {len(answerable)} answerable questions ({', '.join(wordings)}), "
+            f"{len(questions) - len(answerable)} unanswerable, {len(repositories)} repositories"
+        )
+        for wording in wordings:
+            selected = shipped.select(wording=wording, collection=collection)
+            rows = [
+                (f"{method} (shipped)", RankMetrics.of([answer.ranks[method] for answer in selected]))
+                for method in ("lexical", "dense, passage vector", "dense", "hybrid")
+            ]
+            if cross is not None:
+                held_out = cross.select(wording=wording, collection=collection)
+                rows.append(
+                    ("hybrid, cross-validated", RankMetrics.of([answer.ranks["hybrid"] for answer in held_out]))
+                )
+            rank_table(f"/search, {WORDINGS[wording]} questions (a hit: the answer's file and lines):", rows)
+        for wording in wordings:
+            rows = [
+                (
+                    "shipped (in-sample)",
+                    AskMetrics.of(
+                        shipped.select(wording=wording, collection=collection),
+                        shipped.select(wording=wording, answerable=False, collection=collection),
+                    ),
+                )
+            ]
+            if cross is not None:
+                rows.append(
+                    (
+                        "cross-validated by repository",
+                        AskMetrics.of(
+                            cross.select(wording=wording, collection=collection),
+                            cross.select(wording=wording, answerable=False, collection=collection),
+                        ),
+                    )
+                )
+            ask_table(f"/ask, {WORDINGS[wording]} questions (unanswerable questions have one wording):", rows)
+
+    if len(evaluation.folds) > 1:
+        fusion = fusion_tune(shipped, set(evaluation.folds), configured)
+        final = questions_ask(evaluation, fusion=fusion) if fusion != configured else shipped
+        model, threshold = abstention_fit(final, set(evaluation.folds))
+        print("\nfitted on every repository (the settings that ship these figures):")
+        print(
+            f"  SEARCH_HEADING_WEIGHT={fusion.heading_weight:g} SEARCH_LEXICAL_WEIGHT={fusion.lexical_weight:g} "
+            f"SEARCH_RRF_K={fusion.rank_constant:g}"
+        )
+        print(f"  ASK_ABSTENTION_MODEL={model.configuration()}")
+        print(f"  ASK_ABSTENTION_THRESHOLD={threshold:.3f}")
 
     if misses:
-        for method, lines in missed.items():
-            print(f"\n{method}: answer not in the top 5 for {len(lines)} questions")
-            for line in lines:
-                print("  ", line)
-        print("\nsupport signals of each question (A answerable, U unanswerable):")
-        for (kind, support), question in zip(supports, [*answerable, *unanswerable], strict=True):
-            signals = " ".join(f"{name}={value:.3f}" for name, value in support.items() if value is not None)
-            print(f"  {'A' if kind else 'U'} {signals}  {question.text}")
-    if calibrate:
-        calibration_print(supports)
+        misses_print(shipped)
 
 
-def calibration_print(supports: list[tuple[bool, dict]]) -> None:
-    """Every weighting of the three support signals on a 0.1 grid; for each, every threshold
-    between two consecutive scores. Kept: the highest accuracy on the weaker kind of question
-    (so the small unanswerable set is not drowned by the answerable one), then the highest
-    overall accuracy, then the widest gap between the threshold and the nearest question."""
-    from groundtruth.search.source_support import support_score
-
-    best: tuple[float, float, float, dict[str, float], float] | None = None
-    grid = [step / 10 for step in range(11)]
-    for similarity_weight, coverage_weight in itertools.product(grid, grid):
-        known_weight = round(1 - similarity_weight - coverage_weight, 10)
-        if known_weight < 0:
-            continue
-        weights = {"similarity": similarity_weight, "coverage": coverage_weight, "known": known_weight}
-        scored = sorted(
-            (
-                support_score(
-                    similarity=support["similarity"],
-                    coverage=support["coverage"],
-                    known=support["known"],
-                    weights=weights,
-                ),
-                kind,
-            )
-            for kind, support in supports
-        )
-        values = [score for score, _ in scored]
-        for low, high in itertools.pairwise(values):
-            if high - low < 1e-9:
-                continue
-            threshold = (low + high) / 2
-            answerable = [score >= threshold for score, kind in scored if kind]
-            unanswerable = [score < threshold for score, kind in scored if not kind]
-            weaker = min(sum(answerable) / len(answerable), sum(unanswerable) / len(unanswerable))
-            overall = (sum(answerable) + sum(unanswerable)) / len(scored)
-            key = (weaker, overall, (high - low) / 2, weights, threshold)
-            if best is None or key[:3] > best[:3]:
-                best = key
-    assert best is not None
-    weaker, overall, margin, weights, threshold = best
-    formatted = ",".join(f"{name}={weight:g}" for name, weight in weights.items())
-    print(
-        f"\ncalibration: ASK_SUPPORT_WEIGHTS={formatted} ASK_SUPPORT_THRESHOLD={threshold:.3f} "
-        f"(right on {weaker:.3f} of the weaker kind, {overall:.3f} overall; nearest question {margin:.3f} away)"
-    )
+def misses_print(run: Run) -> None:
+    for answer in run.answers:
+        question = answer.question
+        text = question.texts[answer.wording]
+        if question.answerable:
+            rank = answer.ranks["hybrid"]
+            first = answer.citations[0] if answer.citations else None
+            if rank != 1 or answer.sources_missing or first is None or not _overlaps(question, first):
+                cited = f"{first.path}:{first.start}-{first.end}" if first else "none"
+                print(
+                    f"  [{question.id} {answer.wording}] hybrid rank {rank}, missing={answer.sources_missing}, "
+                    f"first citation {cited} (answer {question.path}:{question.lines[0]}-{question.lines[1]}): {text}"
+                )
+        elif not answer.sources_missing:
+            print(f"  [{question.id}] answered although unanswerable: {text}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--eval-set", type=Path, default=ROOT.parent / "shared" / "eval-dev")
+    parser.add_argument(
+        "--ferrite", action="store_true", help="only the project's own corpus (benchmarks/questions.yml)"
+    )
+    parser.add_argument(
+        "--no-ferrite", action="store_true", help="the evaluation set alone, without the ferrite corpus beside it"
+    )
     parser.add_argument("--database", default="gt_bench_retrieval")
-    parser.add_argument("--questions", type=Path, default=ROOT / "benchmarks" / "questions.yml")
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "retrieval")
-    parser.add_argument("--calibrate", action="store_true", help="search the support weight and threshold")
-    parser.add_argument("--misses", action="store_true", help="list missed questions and support values")
+    parser.add_argument("--no-cross-validation", action="store_true")
+    parser.add_argument("--misses", action="store_true", help="list what the shipped configuration missed")
     args = parser.parse_args()
 
-    corpus, answerable, unanswerable = questions_load(args.questions)
-    if problems := evidence_check(corpus, answerable):
-        raise SystemExit("questions.yml does not match the corpus:\n" + "\n".join(problems))
-    files = sum(1 for path in corpus.rglob("*") if path.is_file())
-    print(f"corpus {corpus.relative_to(ROOT)}: {files} files; evidence of {len(answerable)} answers checked")
-
-    registry = repositories_prepare(corpus, args.workdir)
+    ferrite = ferrite_load(ROOT / "benchmarks" / "questions.yml")
+    if args.ferrite:
+        evaluation, database, workdir = ferrite, f"{args.database}_ferrite", args.workdir / "ferrite"
+    else:
+        if not (args.eval_set / "questions.jsonl").is_file():
+            raise SystemExit(f"no evaluation set at {args.eval_set} (questions.jsonl); pass --eval-set DIR")
+        evaluation = eval_dev_load(args.eval_set)
+        database, workdir = args.database, args.workdir / args.eval_set.name
+        if not args.no_ferrite:
+            evaluation = evaluation.merge(ferrite)
+            database, workdir = f"{database}_with_ferrite", args.workdir / f"{args.eval_set.name}-with-ferrite"
+    print(f"evaluation set: {evaluation.name}")
+    registry = repositories_prepare(evaluation, workdir)
     os.environ["SOURCE_REGISTRY_REPO"] = str(registry)
     os.environ["SOURCE_REGISTRY_REF"] = "main"
     os.environ["SOURCE_REGISTRY_PATH"] = "sources.yml"
-    os.environ["GIT_CACHE_DIR"] = str(args.workdir / "git-cache")
-    os.environ.setdefault("LLM_BASE_URL", "")
-    benchmark_database_use(args.database)
+    os.environ["GIT_CACHE_DIR"] = str(workdir / "git-cache")
+    os.environ["LLM_BASE_URL"] = ""
+    benchmark_database_use(database)
+    print("ingest through the registry and the real pipeline:")
     corpus_ingest()
-    evaluate(answerable, unanswerable, calibrate=args.calibrate, misses=args.misses)
+    evaluate(evaluation, misses=args.misses, cross_validate=not args.no_cross_validation)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,7 @@ class RepositoryAdmin(_ReadOnlyAdmin):
         "is_transcript",
         "last_commit",
         "last_ingested_at",
+        "index_version",
         "file_count",
         "chunk_count",
         "created_at",

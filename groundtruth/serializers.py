@@ -9,6 +9,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestRun, Repository
 from groundtruth.selectors import repository_state
 
@@ -50,6 +51,11 @@ class RepositorySerializer(serializers.ModelSerializer):
         help_text="new | queued | running | ready | failed (last run failed; previous index served) | disabled"
     )
     transcript = serializers.BooleanField(source="is_transcript")
+    index_current = serializers.SerializerMethodField(
+        help_text=(
+            "false: the chunks were indexed by an older recipe; the next ingest (or `manage.py reindex`) rebuilds them"
+        )
+    )
     latest_run = serializers.SerializerMethodField()
 
     class Meta:
@@ -69,11 +75,16 @@ class RepositorySerializer(serializers.ModelSerializer):
             "last_ingested_at",
             "file_count",
             "chunk_count",
+            "index_version",
+            "index_current",
             "latest_run",
         ]
 
     def get_state(self, repository: Repository) -> str:
         return repository_state(repository)
+
+    def get_index_current(self, repository: Repository) -> bool:
+        return repository.index_version == INDEX_VERSION
 
     @extend_schema_field(LatestRunSerializer(allow_null=True))
     def get_latest_run(self, repository: Repository) -> dict[str, Any] | None:

@@ -1,9 +1,12 @@
 """Fitting the sources-missing model (`abstention_model.py`) on questions with known answers.
 
 Samples are the evidence features of questions the documentation answers and of questions it
-cannot answer. The model is an L2-regularised logistic regression (scikit-learn) on
-standardised features, with both kinds of question weighted equally however many there are of
-each; the standardisation is folded back into the coefficients, so the configuration holds
+cannot answer. The model is an L2-regularised logistic regression on standardised features,
+with both kinds of question weighted equally however many there are of each, and with every
+weight kept at or above zero: each feature is built so that more of it is more evidence of an
+answer, and a negative weight would only be two correlated features cancelling each other out
+on the sample (it does not carry over to other documentation). It is fitted by SciPy's bounded
+L-BFGS-B. The standardisation is folded back into the coefficients, so the configuration holds
 plain weights of the raw features. The threshold is then chosen so that at most a given share
 of the answerable questions is declared unanswerable (wrongly saying "sources missing" to a
 question the docs answer costs the user the answer; the other error costs a wrong citation).
@@ -17,9 +20,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundtruth.search.abstention_model import FEATURES, AbstentionModel
+from groundtruth.search.abstention_model import AbstentionModel
 
-DEFAULT_REGULARISATION = 0.3  # scikit-learn's C: smaller is stronger
+DEFAULT_REGULARISATION = 0.3  # the inverse strength of the L2 penalty: smaller is stronger
+
+# The features a fit uses unless told otherwise. Evidence measured against the question itself
+# (how much of it the passages hold, how far the best passage stands out, whether both legs
+# agree, whether the names it uses are documented) carries over from one documentation set to
+# another; absolute passage similarity does not: it runs lower for a product with a vocabulary
+# of its own, so a threshold learnt on other documentation would refuse its answerable questions
+# (measured by holding out whole repositories in benchmarks/retrieval.py). The title similarity
+# is kept: a title that asks the user's question is the strongest single sign of an answer.
+DEFAULT_FEATURES = ("heading_similarity", "peak", "coverage", "agreement", "named_known", "names_together")
 
 
 @dataclass(frozen=True)
@@ -31,24 +43,45 @@ class LabelledEvidence:
 def abstention_model_fit(
     samples: Sequence[LabelledEvidence],
     *,
-    features: Sequence[str] = FEATURES,
+    features: Sequence[str] = DEFAULT_FEATURES,
     regularisation: float = DEFAULT_REGULARISATION,
 ) -> AbstentionModel:
-    """The logistic model of `features` fitted on `samples` (both kinds must be present)."""
-    import numpy as np
-    from sklearn.linear_model import LogisticRegression
+    """The logistic model of `features` fitted on `samples` (both kinds must be present).
 
-    labels = np.array([sample.answerable for sample in samples], dtype=int)
-    if labels.min() == labels.max():
+    `regularisation` is the inverse strength of the L2 penalty on the standardised weights.
+    """
+    import numpy as np
+    from scipy.optimize import minimize
+
+    labels = np.array([sample.answerable for sample in samples], dtype=float)
+    answerable = labels.sum()
+    if answerable in (0, len(labels)):
         raise ValueError("fitting needs both answerable and unanswerable questions")
     matrix = np.array([[sample.features[name] for name in features] for sample in samples], dtype=float)
     mean = matrix.mean(axis=0)
     scale = matrix.std(axis=0)
     scale[scale == 0] = 1.0
-    regression = LogisticRegression(C=regularisation, class_weight="balanced", max_iter=1000)
-    regression.fit((matrix - mean) / scale, labels)
-    weights = regression.coef_[0] / scale
-    intercept = float(regression.intercept_[0] - (weights * mean).sum())
+    standardised = (matrix - mean) / scale
+    # Each kind of question weighs half of the loss, however many there are of each.
+    sample_weights = np.where(
+        labels == 1, len(labels) / (2 * answerable), len(labels) / (2 * (len(labels) - answerable))
+    )
+
+    def loss_and_gradient(parameters: np.ndarray) -> tuple[float, np.ndarray]:
+        intercept, weights = parameters[0], parameters[1:]
+        logits = intercept + standardised @ weights
+        loss = np.sum(sample_weights * (np.logaddexp(0.0, logits) - labels * logits))
+        loss += 0.5 / regularisation * np.sum(weights * weights)
+        residual = sample_weights * (1.0 / (1.0 + np.exp(-logits)) - labels)
+        gradient = np.concatenate([[residual.sum()], standardised.T @ residual + weights / regularisation])
+        return float(loss), gradient
+
+    bounds = [(None, None)] + [(0.0, None)] * len(features)
+    result = minimize(loss_and_gradient, np.zeros(len(features) + 1), jac=True, method="L-BFGS-B", bounds=bounds)
+    if not result.success:
+        raise ValueError(f"the fit did not converge: {result.message}")
+    weights = result.x[1:] / scale
+    intercept = float(result.x[0] - (weights * mean).sum())
     return AbstentionModel(
         intercept=intercept, weights={name: float(weight) for name, weight in zip(features, weights, strict=True)}
     )

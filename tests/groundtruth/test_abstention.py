@@ -97,8 +97,11 @@ def test_a_bad_search_setting_stops_start_up_naming_the_variable(variable, value
 
 
 def _samples(pairs: list[tuple[float, bool]]) -> list[LabelledEvidence]:
+    """`peak` runs against the evidence here: an unconstrained fit would give it a negative weight."""
     return [
-        LabelledEvidence(features={**dict.fromkeys(FEATURES, 0.5), "similarity": value}, answerable=kind)
+        LabelledEvidence(
+            features={**dict.fromkeys(FEATURES, 0.5), "similarity": value, "peak": 1 - value}, answerable=kind
+        )
         for value, kind in pairs
     ]
 
@@ -106,10 +109,11 @@ def _samples(pairs: list[tuple[float, bool]]) -> list[LabelledEvidence]:
 def test_the_fit_weighs_the_evidence_that_separates_and_the_threshold_bounds_wrong_abstentions():
     samples = _samples([(0.9, True), (0.8, True), (0.7, True), (0.35, True), (0.3, False), (0.2, False), (0.1, False)])
 
-    model = abstention_model_fit(samples, features=["similarity", "known"], regularisation=10.0)
+    model = abstention_model_fit(samples, features=["similarity", "known", "peak"], regularisation=10.0)
 
     assert model.weights["similarity"] > 0
     assert model.weights["known"] == 0.0  # the same for every sample: it tells nothing
+    assert model.weights["peak"] == 0.0  # never below zero, even where it would fit the sample
     probabilities = sorted(model.probability(sample.features) for sample in samples if sample.answerable)
     # At most a quarter of the 4 answerable samples may be declared missing: the one at 0.35.
     threshold = abstention_threshold_choose(model, samples, answerable_missing=0.25)

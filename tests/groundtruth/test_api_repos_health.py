@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
+from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestStatus, Registry
 from tests.embeddingserver import EmbeddingServer
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
@@ -22,7 +23,13 @@ def test_repos_lists_every_repository_with_state_and_latest_run(api_client, djan
         loaded_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
     ready = RepositoryFactory(
-        name="acme/ready", registry=registry, last_commit="c" * 40, file_count=3, chunk_count=9, trust="canonical"
+        name="acme/ready",
+        registry=registry,
+        last_commit="c" * 40,
+        file_count=3,
+        chunk_count=9,
+        trust="canonical",
+        index_version=INDEX_VERSION,
     )
     ready.last_ingested_at = datetime(2026, 1, 2, tzinfo=UTC)
     ready.save()
@@ -68,9 +75,12 @@ def test_repos_lists_every_repository_with_state_and_latest_run(api_client, djan
         "last_ingested_at": "2026-01-02T00:00:00Z",
         "file_count": 3,
         "chunk_count": 9,
+        "index_version": INDEX_VERSION,
+        "index_current": True,
         "latest_run": {"id": latest.pk, "status": "succeeded", "finished_at": "2026-01-02T03:04:10Z", "error": ""},
     }
     assert body["repositories"][1]["latest_run"] is None
+    assert (body["repositories"][1]["index_version"], body["repositories"][1]["index_current"]) == (0, False)
 
 
 @pytest.mark.django_db

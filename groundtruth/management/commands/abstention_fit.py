@@ -22,12 +22,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from groundtruth.search.abstention import evidence_features
 from groundtruth.search.abstention_fit import (
+    DEFAULT_FEATURES,
     DEFAULT_REGULARISATION,
     LabelledEvidence,
     abstention_model_fit,
     abstention_rates,
     abstention_threshold_choose,
 )
+from groundtruth.search.abstention_model import FEATURES
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 
 
@@ -43,13 +45,27 @@ class Command(BaseCommand):
             default=0.05,
             help="largest share of answerable questions the threshold may declare unanswerable (default 0.05)",
         )
-        parser.add_argument("--regularisation", type=float, default=DEFAULT_REGULARISATION, help="scikit-learn's C")
+        parser.add_argument(
+            "--features",
+            default=",".join(DEFAULT_FEATURES),
+            help=f"comma-separated features to fit; known: {', '.join(FEATURES)}",
+        )
+        parser.add_argument(
+            "--regularisation",
+            type=float,
+            default=DEFAULT_REGULARISATION,
+            help=f"inverse strength of the L2 penalty (default {DEFAULT_REGULARISATION})",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         entries = self._entries(options["questions"])
         field = options["field"] or ("question_paraphrase" if "question_paraphrase" in entries[0] else "question")
         if not 0 <= options["answerable_missing"] < 1:
             raise CommandError("--answerable-missing must be at least 0 and below 1")
+        features = [name.strip() for name in options["features"].split(",") if name.strip()]
+        unknown = sorted(set(features) - set(FEATURES))
+        if unknown or not features:
+            raise CommandError(f"--features: {', '.join(unknown) or 'none given'}; known: {', '.join(FEATURES)}")
         repositories = search_scope_resolve(names=None)
         if not repositories:
             raise CommandError("No repository is indexed: ingest the documentation the questions are about first.")
@@ -64,7 +80,7 @@ class Command(BaseCommand):
         answerable = sum(sample.answerable for sample in samples)
         if answerable in (0, len(samples)):
             raise CommandError("The questions must include answerable and unanswerable ones.")
-        model = abstention_model_fit(samples, regularisation=options["regularisation"])
+        model = abstention_model_fit(samples, features=features, regularisation=options["regularisation"])
         threshold = abstention_threshold_choose(model, samples, answerable_missing=options["answerable_missing"])
         rates = abstention_rates(model, threshold, samples)
         self.stdout.write(
