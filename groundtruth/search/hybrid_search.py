@@ -108,7 +108,14 @@ def chunk_search(
             else []
         )
         candidate_ids = {hit.chunk_id for hit in lexical_hits} | {hit.chunk_id for hit in dense_hits}
-        chunks = {chunk.pk: chunk for chunk in Chunk.objects.filter(pk__in=candidate_ids).select_related("repository")}
+        # The vectors and the tsvector stay in the database: parsing two 384-dimension vectors per
+        # candidate would cost more than the search itself.
+        candidates = (
+            Chunk.objects.filter(pk__in=candidate_ids)
+            .select_related("repository")
+            .defer("embedding", "heading_embedding", "search_vector")
+        )
+        chunks = {chunk.pk: chunk for chunk in candidates}
     heading_weight = fusion.heading_weight
     dense_hits = [hit for hit in dense_ranking(dense_hits, heading_weight=heading_weight) if hit.chunk_id in chunks]
     lexical_hits = [hit for hit in lexical_hits if hit.chunk_id in chunks]
