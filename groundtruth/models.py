@@ -109,6 +109,7 @@ class IngestRun(models.Model):
     timings = models.JSONField(default=dict, blank=True, help_text="seconds per phase")
     error = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="the Celery node that holds (or held) the run")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

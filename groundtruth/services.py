@@ -127,8 +127,11 @@ def _runs_enqueue(requests: list[RunRequest], *, enqueue: bool) -> None:
             )
 
 
-def ingest_run_claim(*, run_id: int, task_id: str = "") -> IngestRun | None:
-    """Moves a queued run to running for this worker; None when it is not queued any more."""
+def ingest_run_claim(*, run_id: int, task_id: str = "", worker: str = "") -> IngestRun | None:
+    """Moves a queued run to running for this worker; None when it is not queued any more.
+
+    `worker` is the Celery node name: a worker that restarts under the same name finds the runs
+    its previous life held (`ingest_runs_orphaned_requeue`)."""
     now = timezone.now()
     claimed = IngestRun.objects.filter(pk=run_id, status=IngestStatus.QUEUED).update(
         status=IngestStatus.RUNNING,
@@ -136,6 +139,7 @@ def ingest_run_claim(*, run_id: int, task_id: str = "") -> IngestRun | None:
         heartbeat_at=now,
         finished_at=None,
         task_id=task_id[:64],
+        worker=worker[:200],
         phase="starting",
         attempts=F("attempts") + 1,
     )
@@ -161,6 +165,32 @@ def ingest_run_fail(*, run: IngestRun, error: str) -> bool:
             status=IngestStatus.FAILED, error=error[:4000], finished_at=now, phase="failed"
         )
     )
+
+
+ORPHANED_RUN_NOTE = "requeued: the worker holding this run was restarted"
+
+
+def ingest_runs_orphaned_requeue(*, worker: str) -> list[IngestRun]:
+    """Puts back in the queue the runs a worker named `worker` held when it died, and enqueues
+    them. Called when a worker of that name starts: the one that held them cannot be alive (a
+    Celery node name is unique while it runs), so their repositories need not wait
+    INGEST_STALE_SECONDS for the heartbeat to go stale. The previous index is served throughout:
+    a dead run never committed its swap."""
+    if not worker:
+        return []
+    with transaction.atomic():
+        orphans = list(
+            IngestRun.objects.select_for_update().filter(status=IngestStatus.RUNNING, worker=worker).order_by("pk")
+        )
+        IngestRun.objects.filter(pk__in=[run.pk for run in orphans]).update(
+            status=IngestStatus.QUEUED, phase="requeued", error=ORPHANED_RUN_NOTE, worker=""
+        )
+        _runs_enqueue([RunRequest(run=run, created=True) for run in orphans], enqueue=True)
+    if orphans:
+        logger.warning(
+            "Worker %s restarted: requeued its interrupted ingest runs %s", worker, [run.pk for run in orphans]
+        )
+    return orphans
 
 
 def ingest_runs_stale_clear() -> int:

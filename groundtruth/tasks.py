@@ -9,6 +9,9 @@
 - `ingest_all(trigger="schedule")`: re-reads the registry and requests a run of every enabled
   repository (the beat schedule calls it).
 - `ingest_runs_stale_clear_task()`: fails runs whose worker died (beat, every minute).
+
+A worker that starts requeues the runs its previous life (same node name) held when it was
+killed (`worker_ready` below), so a restarted worker resumes them at once.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import random
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 
 from agentplatform.errors import ApplicationError
@@ -46,7 +50,7 @@ def ingest_repo(
             logger.info("Repository %s already has run %s active", repository.name, request.run.pk)
             return None
         run_id = request.run.pk
-    run = ingest_run_claim(run_id=run_id, task_id=self.request.id or "")
+    run = ingest_run_claim(run_id=run_id, task_id=self.request.id or "", worker=self.request.hostname or "")
     if run is None:
         return None
     try:
@@ -91,3 +95,13 @@ def ingest_runs_stale_clear_task() -> int:
     from groundtruth.services import ingest_runs_stale_clear
 
     return ingest_runs_stale_clear()
+
+
+@worker_ready.connect
+def _requeue_runs_of_my_previous_life(sender, **kwargs) -> None:
+    from groundtruth.services import ingest_runs_orphaned_requeue
+
+    try:
+        ingest_runs_orphaned_requeue(worker=sender.hostname)
+    except Exception:  # the worker must start even when the database is down; stale clearing remains
+        logger.exception("Could not requeue the ingest runs of worker %s", sender.hostname)

@@ -3,6 +3,7 @@ registry re-read by the worker, `ingest_all`, and a worker killed mid-ingest."""
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -136,3 +137,42 @@ def test_worker_killed_mid_ingest_leaves_the_previous_index_served_and_the_run_f
     # The repository is free again: a new request creates a new run.
     response = api_client.post("/ingest/repo", {"repo": "acme/big"}, format="json", **bearer(service_key("ingest")))
     assert response.json()["runs"][0]["created"] is True
+
+
+def test_worker_restarted_after_a_kill_resumes_the_run_it_held_without_waiting_for_staleness(
+    api_client, registry_repo, worker_environment, embedding_server, settings, tmp_path
+):
+    tree = GitWorkTree.create(tmp_path / "big")
+    for number in range(8):
+        tree.write(f"docs/page{number:02d}.md", f"# Page {number}\n\nFirst version of page {number}.\n")
+    tree.commit("v1")
+    registry_repo(sources_yaml({"name": "acme/big", "url": str(tree.path), **HANDBOOK_GLOBS}))
+    [run] = ingest_foreground(repository_name="acme/big", ref=None)
+    for number in range(8):
+        tree.write(f"docs/page{number:02d}.md", f"# Page {number}\n\nSecond version of page {number}.\n")
+    second = tree.commit("v2")
+    embedding_server.delay_seconds = 0.7
+    environment = {
+        **worker_environment,
+        **registry_environment(settings),
+        "EMBEDDING_BATCH_SIZE": "1",
+        "INGEST_FILE_BATCH_SIZE": "2",
+        "INGEST_STALE_SECONDS": "3600",  # staleness must play no part in the recovery
+    }
+    queue = environment["CELERY_QUEUE"]
+    with celery_worker(queue=queue, environment=environment, log_path=tmp_path / "w1.log") as first_life:
+        response = api_client.post("/ingest/repo", {"repo": "acme/big"}, format="json", **bearer(service_key("ingest")))
+        [run_id] = response.json()["run_ids"]
+        wait_for(lambda: IngestRun.objects.filter(pk=run_id, status="running", files_processed__gte=2).exists())
+        worker_kill(first_life)
+    held = IngestRun.objects.get(pk=run_id)
+    assert (held.status, held.attempts, held.worker) == (IngestStatus.RUNNING, 1, f"{queue}@{socket.gethostname()}")
+
+    embedding_server.delay_seconds = 0
+    with celery_worker(queue=queue, environment=environment, log_path=tmp_path / "w2.log"):
+        run = wait_for(lambda: finished_run(run_id), timeout=60)
+
+    assert (run.status, run.attempts, run.commit, run.error) == (IngestStatus.SUCCEEDED, 2, second, "")
+    assert IngestRun.objects.filter(repository__name="acme/big").count() == 2  # the foreground one and this one
+    assert set(Chunk.objects.values_list("commit", flat=True)) == {second}
+    assert f"requeued its interrupted ingest runs [{run_id}]" in (tmp_path / "w2.log").read_text()
