@@ -8,6 +8,8 @@ for 404, 405, 413, 415 and 500 raised outside DRF views.
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
@@ -81,6 +84,50 @@ class RateLimited(ApplicationError):
 
 class ServiceUnavailable(ApplicationError):
     status, code, title = 503, "unavailable", "Service unavailable"
+
+
+# What a database that is down, restarting or unreachable raises (psycopg's connection errors,
+# and a connection lost mid-query). Answered as a 503 the client may retry, not a 500.
+DATABASE_UNAVAILABLE_ERRORS = (OperationalError, InterfaceError)
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+
+class DatabaseOutage:
+    """Logs one line when this process first meets a database error and one when a request
+    succeeds again, instead of a traceback per request while the database is down."""
+
+    def __init__(self) -> None:
+        self._down = False
+        self._lock = threading.Lock()
+
+    def report(self, exc: Exception) -> None:
+        with self._lock:
+            if self._down:
+                return
+            self._down = True
+        logger.error("Database unavailable (%s: %s); answering 503 until it is back", type(exc).__name__, exc)
+
+    def request_succeeded(self) -> None:
+        if not self._down:
+            return
+        with self._lock:
+            if not self._down:
+                return
+            self._down = False
+        logger.warning("Database available again")
+
+
+database_outage = DatabaseOutage()
+
+
+def database_unavailable_problem(exc: Exception) -> dict[str, Any]:
+    database_outage.report(exc)
+    return {
+        "status": 503,
+        "code": "database_unavailable",
+        "detail": "The database is unavailable; retry shortly.",
+        "headers": {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+    }
 
 
 def problem_body(
@@ -158,6 +205,10 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
         body = problem_body(status=403, code="forbidden", detail=str(exc) or "Permission denied.")
     elif isinstance(exc, RequestDataTooBig):
         body = _too_large_body()
+    elif isinstance(exc, DATABASE_UNAVAILABLE_ERRORS):
+        problem = database_unavailable_problem(exc)
+        headers = problem.pop("headers")
+        body = problem_body(**problem)
     elif isinstance(exc, drf_exceptions.ValidationError):
         errors = list(_flatten_validation(exc.detail))
         detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
@@ -174,7 +225,10 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     if body["status"] == 401:
         headers.setdefault("WWW-Authenticate", BEARER_CHALLENGE)
     set_rollback()
-    return Response(body, status=body["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+    response = Response(body, status=body["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+    if body["code"] == "database_unavailable":
+        response._has_been_logged = True  # the outage is logged once, not by django.request per request
+    return response
 
 
 def _too_large_problem() -> dict[str, Any]:
@@ -251,7 +305,17 @@ class ProblemDetailsMiddleware:
             length = 0
         if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             return problem_response(**_too_large_problem())
+        if is_chunked(request.META) and not request.META.get("CONTENT_LENGTH"):
+            # A chunked body the server did not de-chunk (agentplatform/chunked_bodies.py) would read
+            # as empty; refuse it rather than act on nothing.
+            return problem_response(
+                status=411,
+                code="length_required",
+                detail="This server cannot read a chunked body here; send the body with Content-Length.",
+            )
         response = self.get_response(request)
+        if response.status_code < 500:
+            database_outage.request_succeeded()
         content_type = response.get("Content-Type", "")
         if response.status_code >= 400 and "json" not in content_type:
             return _problem_for_status(response)
@@ -264,6 +328,10 @@ class ProblemDetailsMiddleware:
             return problem_response(status=404, code="not_found", detail="Not found.")
         if isinstance(exception, RequestDataTooBig):
             return problem_response(**_too_large_problem())
+        if isinstance(exception, DATABASE_UNAVAILABLE_ERRORS):
+            response = problem_response(**database_unavailable_problem(exception))
+            response._has_been_logged = True  # logged once per outage, not by django.request
+            return response
         logger.exception("Unhandled error on %s %s", request.method, request.path)
         return problem_response(status=500, code="server_error", detail="An unexpected error occurred.")
 
@@ -293,6 +361,13 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 
 def handler500(request: HttpRequest) -> HttpResponse:
     if is_api_path(request.path):
+        # Django calls this inside its `except`: a database error raised outside a view (in a
+        # middleware) is still a 503, logged once per outage rather than as a traceback.
+        exception = sys.exc_info()[1]
+        if isinstance(exception, DATABASE_UNAVAILABLE_ERRORS):
+            response = problem_response(**database_unavailable_problem(exception))
+            response._has_been_logged = True
+            return response
         return problem_response(status=500, code="server_error", detail="An unexpected error occurred.")
     from django.views.defaults import server_error
 

@@ -297,6 +297,8 @@ INGEST_SCHEDULE = env.str("INGEST_SCHEDULE", default="17 * * * *")
 if INGEST_SCHEDULE != "off" and len(INGEST_SCHEDULE.split()) != 5:
     raise ImproperlyConfigured("INGEST_SCHEDULE must be a 5-field crontab such as '17 * * * *', or 'off'")
 HEALTH_TIMEOUT_SECONDS = _non_negative("HEALTH_TIMEOUT_SECONDS", 2.0)
+# A /health report is reused this long: probes of a polling load balancer never pile up.
+HEALTH_CACHE_SECONDS = _non_negative("HEALTH_CACHE_SECONDS", 1.0)
 
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="")

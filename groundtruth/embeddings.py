@@ -234,6 +234,16 @@ def embedding_backend() -> EmbeddingBackend:
     )
 
 
+def embedding_backend_warm() -> str:
+    """Loads the local model and runs it once, so that the first request does not pay for it
+    (5 s on an idle machine, over 20 s beside an ingest). A remote backend has nothing to load.
+    Returns the backend's description for the log."""
+    backend = embedding_backend()
+    if isinstance(backend, LocalSentenceTransformer):
+        backend.embed(["warm-up"])
+    return backend.describe()
+
+
 def embedding_backend_get() -> EmbeddingBackend | None:
     """The configured backend, or None when EMBEDDING_BACKEND=none (no vectors anywhere)."""
     backend = embedding_backend()

@@ -11,7 +11,7 @@ from groundtruth.search.citations import citation_for
 
 SEARCH_LIMIT_DEFAULT = 10
 SEARCH_LIMIT_MAX = 50
-QUERY_MAX_CHARS = 1000
+QUERY_MAX_CHARS = 500  # fits the web server's request line percent-encoded (gunicorn_config.py)
 QUESTION_MAX_CHARS = 2000
 
 

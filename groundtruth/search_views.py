@@ -52,7 +52,10 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         ),
         parameters=[
             OpenApiParameter(
-                "q", OpenApiTypes.STR, required=True, description="Text to search for (1-1000 characters)."
+                "q",
+                OpenApiTypes.STR,
+                required=True,
+                description="Text to search for (1-500 characters; the longest that fits the server's request line).",
             ),
             OpenApiParameter(
                 "repo", OpenApiTypes.STR, required=False, description="Only this repository (owner/name)."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from agentplatform.errors import NotFound
@@ -64,6 +65,12 @@ def ingest_run_get(*, run_id: int) -> IngestRun:
 
 
 # --- health ----------------------------------------------------------------------------------
+# Every check runs in a thread of its own and is given HEALTH_TIMEOUT_SECONDS: a peer that hangs
+# (a frozen Redis, a PostgreSQL that stopped answering) becomes an `error` check in time, never
+# a request gunicorn has to kill. Clients also carry socket timeouts, so such a thread ends soon
+# after; until it has, that check is not started again (one thread per check at most). A report
+# is reused for HEALTH_CACHE_SECONDS and computed by one request at a time, so a load balancer
+# polling every worker cannot pile up probes.
 @dataclass(frozen=True)
 class CheckResult:
     status: str  # ok | error | disabled
@@ -93,7 +100,7 @@ def _check_pgvector() -> CheckResult:
 
 
 def _check_redis() -> CheckResult:
-    client = cache._cache.get_client()  # the redis-py client behind Django's RedisCache
+    client = cache._cache.get_client()  # the redis-py client behind Django's RedisCache (socket timeouts set)
     client.ping()
     return CheckResult("ok", "Redis answered PING")
 
@@ -101,8 +108,12 @@ def _check_redis() -> CheckResult:
 def _check_broker() -> CheckResult:
     from agentplatform.celery import app
 
-    with app.connection_for_write() as broker:
-        broker.ensure_connection(max_retries=1, timeout=settings.HEALTH_TIMEOUT_SECONDS)
+    timeout = settings.HEALTH_TIMEOUT_SECONDS
+    # kombu's ensure_connection(timeout=) bounds connecting, not redis-py's reads: the socket
+    # timeouts do.
+    socket_timeouts = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    with app.connection_for_write(settings.CELERY_BROKER_URL, transport_options=socket_timeouts) as broker:
+        broker.ensure_connection(max_retries=1, timeout=timeout)
     return CheckResult("ok", f"broker reachable (queue {settings.CELERY_TASK_DEFAULT_QUEUE})")
 
 
@@ -157,21 +168,83 @@ HEALTH_CHECKS = {
 }
 
 
-def health_report() -> tuple[dict[str, object], bool]:
-    """({status, checks}, serving). `serving` is False when the database or pgvector fails:
-    nothing can be searched then (503). Any other failing check makes the status `degraded`
-    (200): search still answers, lexically or without generation."""
-    checks: dict[str, dict[str, object]] = {}
-    for name, check in HEALTH_CHECKS.items():
-        started = time.monotonic()
+class _CheckThread(threading.Thread):
+    """Runs one check; a database check closes its thread's connection when done."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=f"health-{name}", daemon=True)
+        self.check_name = name
+        self.started_at = time.monotonic()
+        self.result: CheckResult | None = None
+
+    def run(self) -> None:
         try:
-            result = check()
+            self.result = HEALTH_CHECKS[self.check_name]()
         except Exception as exc:  # a health check reports failures, it does not raise them
             # Connection errors may quote a URL; credentials in one never leave the server.
             message = re.sub(r"://[^/@\s]+@", "://***@", str(exc))[:200]
-            result = CheckResult("error", f"{type(exc).__name__}: {message}")
-        checks[name] = {**result.as_dict(), "ms": round((time.monotonic() - started) * 1000)}
+            self.result = CheckResult("error", f"{type(exc).__name__}: {message}")
+        finally:
+            connections.close_all()  # this thread's connections only
+
+
+class HealthProbe:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._report: tuple[dict[str, object], bool] | None = None
+        self._reported_at = 0.0
+        self._running: dict[str, _CheckThread] = {}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._report = None
+
+    def report(self) -> tuple[dict[str, object], bool]:
+        timeout = settings.HEALTH_TIMEOUT_SECONDS
+        # A second request waits for the one computing the report (at most about `timeout`).
+        if not self._lock.acquire(timeout=timeout + 1):
+            return self._report or _report_of({name: CheckResult("error", "busy") for name in HEALTH_CHECKS}, {})
+        try:
+            if self._report is not None and time.monotonic() - self._reported_at < settings.HEALTH_CACHE_SECONDS:
+                return self._report
+            self._report = self._run(timeout)
+            self._reported_at = time.monotonic()
+            return self._report
+        finally:
+            self._lock.release()
+
+    def _run(self, timeout: float) -> tuple[dict[str, object], bool]:
+        started = time.monotonic()
+        threads: dict[str, _CheckThread] = {}
+        results: dict[str, CheckResult] = {}
+        for name in HEALTH_CHECKS:
+            previous = self._running.get(name)
+            if previous is not None and previous.is_alive():
+                results[name] = CheckResult("error", "no answer: the previous check of it has not finished")
+                continue
+            threads[name] = self._running[name] = _CheckThread(name)
+            threads[name].start()
+        deadline = started + timeout
+        for name, thread in threads.items():
+            thread.join(max(0.0, deadline - time.monotonic()))
+            results[name] = thread.result or CheckResult("error", f"no answer within {timeout:g} s")
+        elapsed = {name: thread.started_at for name, thread in threads.items()}
+        return _report_of(results, {name: time.monotonic() - at for name, at in elapsed.items()})
+
+
+def _report_of(results: dict[str, CheckResult], seconds: dict[str, float]) -> tuple[dict[str, object], bool]:
+    checks = {name: {**results[name].as_dict(), "ms": round(seconds.get(name, 0.0) * 1000)} for name in HEALTH_CHECKS}
     serving = all(checks[name]["status"] == "ok" for name in CRITICAL_CHECKS)
     degraded = any(check["status"] == "error" for check in checks.values())
     status = "unavailable" if not serving else "degraded" if degraded else "ok"
     return {"status": status, "checks": checks}, serving
+
+
+health_probe = HealthProbe()
+
+
+def health_report() -> tuple[dict[str, object], bool]:
+    """({status, checks}, serving). `serving` is False when the database or pgvector fails:
+    nothing can be searched then (503). Any other failing check makes the status `degraded`
+    (200): search still answers, lexically or without generation."""
+    return health_probe.report()

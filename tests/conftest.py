@@ -33,10 +33,12 @@ def _clear_our_redis_keys() -> None:
 def _fresh_redis_state():
     from agentplatform.response_cache import rendered_responses
     from agents.authentication import verified_credentials
+    from groundtruth.selectors import health_probe
 
     # Nothing a test's requests remembered in this process outlives the test.
     verified_credentials.clear()
     rendered_responses.clear()
+    health_probe.clear()
     _clear_our_redis_keys()
     yield
     _clear_our_redis_keys()

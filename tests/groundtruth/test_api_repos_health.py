@@ -9,8 +9,11 @@ from django.db import connection
 
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestStatus, Registry
+from groundtruth.selectors import health_probe
+from tests.conftest import redis_cache_at
 from tests.embeddingserver import EmbeddingServer
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
+from tests.redisserver import redis_server
 
 
 @pytest.mark.django_db
@@ -123,6 +126,7 @@ def test_health_is_public_and_reports_every_dependency(api_client, settings):
 
 @pytest.mark.django_db
 def test_health_is_degraded_but_200_when_the_embedding_endpoint_is_down(api_client, settings):
+    settings.HEALTH_CACHE_SECONDS = 0  # two reports in a row, each of the settings of its moment
     with EmbeddingServer() as server:
         settings.EMBEDDING_BACKEND = "openai"
         settings.EMBEDDING_URL = server.base_url
@@ -157,3 +161,49 @@ def test_health_is_503_when_the_database_is_unreachable(api_client):
     assert body["status"] == "unavailable"
     assert (body["checks"]["database"]["status"], body["checks"]["pgvector"]["status"]) == ("error", "error")
     assert body["checks"]["redis"]["status"] == "ok"
+
+
+@pytest.mark.django_db
+def test_health_with_redis_frozen_answers_in_time_with_redis_and_broker_in_error(api_client, settings):
+    settings.EMBEDDING_BACKEND = "none"
+    settings.LLM_BASE_URL = ""
+    settings.HEALTH_TIMEOUT_SECONDS = 1.0
+    with redis_server() as redis:
+        settings.CACHES = redis_cache_at(redis.url)
+        settings.CELERY_BROKER_URL = redis.url
+        assert api_client.get("/health").json()["status"] == "ok"
+        health_probe.clear()
+        with redis.frozen():
+            response = api_client.get("/health")
+            again = api_client.get("/health")  # within HEALTH_CACHE_SECONDS: the same report
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert {name: check["status"] for name, check in body["checks"].items()} == {
+        "database": "ok",
+        "pgvector": "ok",
+        "redis": "error",
+        "broker": "error",
+        "embeddings": "disabled",
+        "llm": "disabled",
+    }
+    assert body["checks"]["redis"]["detail"] == "TimeoutError: Timeout reading from socket"
+    assert body["checks"]["broker"]["detail"] == "no answer within 1 s"
+    assert again.json() == body
+
+
+@pytest.mark.django_db
+def test_a_check_still_waiting_on_a_frozen_redis_is_not_started_again(api_client, settings):
+    settings.EMBEDDING_BACKEND = "none"
+    settings.LLM_BASE_URL = ""
+    settings.HEALTH_TIMEOUT_SECONDS = 0.5
+    settings.HEALTH_CACHE_SECONDS = 0
+    with redis_server() as redis:
+        settings.CACHES = redis_cache_at(redis.url)
+        settings.CACHES["default"]["OPTIONS"]["socket_timeout"] = 3  # longer than the health deadline
+        settings.CELERY_BROKER_URL = redis.url
+        with redis.frozen():
+            first = api_client.get("/health").json()["checks"]["redis"]
+            second = api_client.get("/health").json()["checks"]["redis"]
+    assert (first["status"], first["detail"]) == ("error", "no answer within 0.5 s")
+    assert (second["status"], second["detail"]) == ("error", "no answer: the previous check of it has not finished")

@@ -1,0 +1,85 @@
+"""gunicorn's configuration for the web process (Procfile: `--config python:agentplatform.gunicorn_config`).
+
+- Limits (README, "Server limits"): a request line of up to 8,190 bytes, gunicorn's largest bounded
+  value (0 would read an unlimited line), enough for the longest `/search` the API accepts
+  (`q` of 500 characters, each up to 12 bytes percent-encoded); 100 header fields of up to 8,190
+  bytes each. Bodies are limited by Django (DATA_UPLOAD_MAX_MEMORY_SIZE, a 413 problem).
+- Errors gunicorn answers itself, before Django sees the request (a request line or header over
+  the limits, a malformed request), are `application/problem+json` like every API error.
+- Each worker loads the embedding model before it accepts a connection, so no request pays it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+from gunicorn import util
+
+limit_request_line = 8190
+limit_request_fields = 100
+limit_request_field_size = 8190
+
+logger = logging.getLogger("gunicorn.error")
+
+_PROBLEM_CODES = {
+    400: "bad_request",
+    403: "forbidden",
+    414: "uri_too_long",
+    417: "expectation_failed",
+    431: "header_fields_too_large",
+    500: "server_error",
+    501: "not_implemented",
+}
+
+
+def problem_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+    """Replaces gunicorn's HTML error page (`gunicorn.util.write_error`, which its workers call
+    for requests they refuse) with problem details. The message names what was wrong (e.g. the
+    limit a request line exceeded); it never quotes the request's headers."""
+    body = json.dumps(
+        {
+            "type": f"urn:problem:{_PROBLEM_CODES.get(status_int, 'bad_request')}",
+            "title": reason,
+            "status": status_int,
+            "detail": mesg or reason,
+            "code": _PROBLEM_CODES.get(status_int, "bad_request"),
+        }
+    ).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\n"
+        "Connection: close\r\n"
+        "Content-Type: application/problem+json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode("latin-1")
+    util.write_nonblock(sock, head + body)
+
+
+util.write_error = problem_error
+
+
+def post_worker_init(worker: Any) -> None:
+    """Loads the embedding model before this worker accepts connections. The load runs in a
+    thread while this one keeps telling the arbiter the worker is alive: beside a busy ingest
+    the load can approach gunicorn's timeout, which would otherwise kill the worker."""
+    from groundtruth.embeddings import embedding_backend_warm
+
+    outcome: dict[str, str] = {}
+
+    def load() -> None:
+        try:
+            outcome["described"] = embedding_backend_warm()
+        except Exception as exc:  # search falls back to lexical; /health reports the backend's state
+            outcome["error"] = f"{type(exc).__name__}: {exc}"
+
+    loader = threading.Thread(target=load, name="embedding-warm-up", daemon=True)
+    loader.start()
+    while loader.is_alive():
+        worker.notify()
+        loader.join(timeout=1.0)
+    if "error" in outcome:
+        logger.warning("Worker %s: embedding model not loaded: %s", worker.pid, outcome["error"])
+    else:
+        logger.info("Worker %s: embedding backend ready: %s", worker.pid, outcome["described"])

@@ -1,0 +1,118 @@
+"""What only the whole web server shows, through gunicorn as the Procfile runs it: every API
+answering 503 while the database is down, the server's own limits and refusals as problem
+details, and the embedding model loaded before the first request."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agents.authentication import new_token
+from tests import celeryworker
+from tests.conftest import closed_port
+from tests.groundtruth.factories import service_key
+from tests.liveserver import gunicorn_server
+
+pytestmark = pytest.mark.slow
+
+PROBLEM = "application/problem+json"
+
+
+def raw_request(base_url: str, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Sends `request` as it is (what httpx would refuse to send) and reads the whole answer."""
+    host, port = base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(request)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def test_with_the_database_down_every_api_answers_503_problem_with_retry_after_and_logs_one_line(tmp_path: Path):
+    environment = {
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:{closed_port()}/nowhere",
+        "EMBEDDING_BACKEND": "none",
+    }
+    bearer = {"Authorization": f"Bearer {new_token('sk')[0]}"}  # well-formed: only the database can refuse it
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        with httpx.Client(base_url=base_url, timeout=20) as client:
+            responses = {
+                "GET /api/agents": client.get("/api/agents"),
+                "GET /api/chat": client.get("/api/chat"),
+                "POST /api/chat": client.post("/api/chat", json={"message": "hello"}, headers=bearer),
+                "GET /api/auth/nonce": client.get("/api/auth/nonce"),
+                "GET /search": client.get("/search", params={"q": "agents"}, headers=bearer),
+                "POST /ask": client.post("/ask", json={"question": "Why is my agent paused?"}, headers=bearer),
+                "GET /repos": client.get("/repos", headers=bearer),
+            }
+    expected_body = {
+        "type": "urn:problem:database_unavailable",
+        "title": "Service Unavailable",
+        "status": 503,
+        "detail": "The database is unavailable; retry shortly.",
+        "code": "database_unavailable",
+    }
+    answers = {
+        name: (response.status_code, response.headers["content-type"], response.headers.get("retry-after"))
+        for name, response in responses.items()
+    }
+    assert answers == {name: (503, PROBLEM, "5") for name in responses}
+    assert all(response.json() == expected_body for response in responses.values())
+    log = (tmp_path / "web.log").read_text()
+    assert log.count("Database unavailable") == 1  # one line for the outage, not one per request
+    assert "Traceback" not in log
+
+
+@pytest.mark.django_db(transaction=True)
+def test_server_limits_and_refusals_are_problem_details_and_the_longest_accepted_q_arrives(tmp_path: Path):
+    key = service_key("read")
+    environment = {"DATABASE_URL": celeryworker.test_database_url(), "EMBEDDING_BACKEND": "none"}
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        with httpx.Client(base_url=base_url, timeout=20, headers={"Authorization": f"Bearer {key}"}) as client:
+            longest = client.get("/search", params={"q": "🦀" * 500, "repo": "o" * 99 + "/" + "n" * 100})
+            too_long = client.get("/search", params={"q": "🦀" * 501})
+        line_over_limit = raw_request(base_url, b"GET /search?q=" + b"a" * 8200 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        header_over_limit = raw_request(
+            base_url, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n"
+        )
+        control_character = raw_request(base_url, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\n\r\n")
+
+    # 500 four-byte characters percent-encode to 6,000 bytes: the request reaches the application.
+    assert len(str(longest.request.url).encode()) > 6000
+    # Answered by the application (which knows no such repository), not refused by the server.
+    assert (longest.status_code, longest.json()["code"]) == (400, "unknown_repository")
+    assert (too_long.status_code, too_long.json()["errors"]) == (
+        400,
+        [{"field": "q", "message": "q may be at most 500 characters"}],
+    )
+    for status, headers, body, code in (
+        (*line_over_limit, "uri_too_long"),
+        (*header_over_limit, "header_fields_too_large"),
+        (*control_character, "bad_request"),
+    ):
+        problem = httpx.Response(status, headers=headers, content=body).json()
+        assert (headers["content-type"], problem["status"], problem["code"]) == (PROBLEM, status, code)
+    assert [line_over_limit[0], header_over_limit[0], control_character[0]] == [414, 431, 400]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_web_worker_loads_the_embedding_model_before_its_first_request(tmp_path: Path):
+    environment = {
+        "DATABASE_URL": celeryworker.test_database_url(),
+        "EMBEDDING_BACKEND": "local",
+        "EMBEDDING_MODEL": "",
+    }
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log", workers=2) as base_url:
+        health = httpx.get(f"{base_url}/health", timeout=20).json()
+    assert health["checks"]["embeddings"]["status"] == "ok"
+    assert health["checks"]["embeddings"]["detail"] == "local sentence-transformers model all-MiniLM-L6-v2 (loaded)"
+    log = (tmp_path / "web.log").read_text()
+    ready = "embedding backend ready: local sentence-transformers model all-MiniLM-L6-v2 (loaded)"
+    assert log.count(ready) == 2
