@@ -24,6 +24,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from agentplatform.chunked_bodies import is_chunked
+
 logger = logging.getLogger(__name__)
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -287,7 +289,8 @@ class ProblemDetailsMiddleware:
     """Keeps HTML error pages away from API paths.
 
     Refuses oversized bodies with 413 before any view reads them (DRF's parsers read the raw
-    stream and would not enforce DATA_UPLOAD_MAX_MEMORY_SIZE), renders unhandled exceptions as a
+    stream and would not enforce DATA_UPLOAD_MAX_MEMORY_SIZE) and chunked bodies the server left
+    without a length with 411, renders unhandled exceptions as a
     logged 500 problem, and turns any non-JSON error response (Django's 404 page, for one) into
     problem details.
     """
