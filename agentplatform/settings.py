@@ -6,6 +6,7 @@ Every value comes from the environment, read here and only here through django-e
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import re
 import secrets
@@ -47,7 +48,25 @@ def _non_negative(name: str, default: int | float) -> int | float:
     return value
 
 
-VAR_DIR = Path(env.str("VAR_DIR", default=str(BASE_DIR / "var")))
+_HOST_NAME = re.compile(r"(?=.{1,253}\Z)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*\.?\Z")
+
+
+def _hosts(name: str, *, networks: bool = False) -> list[str]:
+    """Comma-separated host names or IP addresses (and, with `networks`, CIDR networks), lower-cased."""
+    values = [value.strip().lower() for value in env.list(name, default=[]) if value.strip()]
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False) if networks else ipaddress.ip_address(value)
+        except ValueError:
+            if not _HOST_NAME.match(value):
+                allowed = "host names or IP addresses" + (" or networks (10.0.0.0/8)" if networks else "")
+                raise ImproperlyConfigured(
+                    f"{name} must list {allowed}, comma separated, without scheme, port or path; got {value!r}"
+                ) from None
+    return values
+
+
+VAR_DIR = Path(env.str("VAR_DIR", default="") or BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
@@ -261,8 +280,26 @@ GIT_CACHE_DIR = Path(env.str("GIT_CACHE_DIR", default=str(VAR_DIR / "git-cache")
 GIT_HTTP_TOKEN = env.str("GIT_HTTP_TOKEN", default="")
 # User name sent with the token (HTTP Basic); GitHub expects x-access-token.
 GIT_HTTP_USERNAME = env.str("GIT_HTTP_USERNAME", default="x-access-token")
-# Hosts that receive the token (comma separated); empty = every http(s) host in the registry.
-GIT_HTTP_TOKEN_HOSTS = env.list("GIT_HTTP_TOKEN_HOSTS", default=[])
+# Hosts that receive the token (comma separated); required with a token, no other host gets it.
+GIT_HTTP_TOKEN_HOSTS = _hosts("GIT_HTTP_TOKEN_HOSTS")
+if GIT_HTTP_TOKEN and not GIT_HTTP_TOKEN_HOSTS:
+    raise ImproperlyConfigured(
+        "GIT_HTTP_TOKEN is set but GIT_HTTP_TOKEN_HOSTS is empty: list the hosts that may receive the token "
+        "(comma separated, e.g. GIT_HTTP_TOKEN_HOSTS=github.com)"
+    )
+# Where repository URLs may point (groundtruth/ingest/source_policy.py). Local repositories only
+# under these directories (comma separated; empty: VAR_DIR/demo-sources, where the demo builds
+# its repositories; "none": no local repositories).
+_local_roots = env.str("GIT_LOCAL_ROOTS", default="").strip()
+GIT_LOCAL_ROOTS = (
+    []
+    if _local_roots.lower() == "none"
+    else [Path(root.strip()).expanduser().resolve() for root in _local_roots.split(",") if root.strip()]
+    or [(VAR_DIR / "demo-sources").resolve()]
+)
+# http(s) hosts on loopback, link-local or private addresses only when named here (host names,
+# addresses or networks such as 10.0.0.0/8).
+GIT_ALLOW_PRIVATE_HOSTS = _hosts("GIT_ALLOW_PRIVATE_HOSTS", networks=True)
 GIT_TIMEOUT_SECONDS = _positive_int("GIT_TIMEOUT_SECONDS", 300)
 # Web URL of a file at a commit, for citations of http(s) repositories.
 GIT_BLOB_URL_TEMPLATE = env.str("GIT_BLOB_URL_TEMPLATE", default="{base}/blob/{commit}/{path}")

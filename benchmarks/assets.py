@@ -79,6 +79,7 @@ def main() -> int:
         "SOURCE_REGISTRY_REF": "main",
         "BRAND_ASSETS_PATH": "brand-assets.yml",
         "GIT_CACHE_DIR": str(work / "git-cache"),
+        "GIT_LOCAL_ROOTS": str(work),
     }
     os.environ.update({key: env[key] for key in env if key != "DJANGO_SETTINGS_MODULE"})
     drop_database()

@@ -246,6 +246,7 @@ def main() -> None:
             "DATABASE_URL": url,
             "SOURCE_REGISTRY_REPO": str(registry),
             "GIT_CACHE_DIR": str(scratch / "git-cache"),
+            "GIT_LOCAL_ROOTS": str(scratch),
             "LOG_LEVEL": "WARNING",
         }
         subprocess.run(

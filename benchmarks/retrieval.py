@@ -660,6 +660,7 @@ def main() -> None:
     os.environ["SOURCE_REGISTRY_REF"] = "main"
     os.environ["SOURCE_REGISTRY_PATH"] = "sources.yml"
     os.environ["GIT_CACHE_DIR"] = str(workdir / "git-cache")
+    os.environ["GIT_LOCAL_ROOTS"] = str(workdir)
     os.environ["LLM_BASE_URL"] = ""
     benchmark_database_use(database)
     print("ingest through the registry and the real pipeline:")

@@ -7,7 +7,7 @@ defaults:                      # optional
   ref: main
 repos:                         # optional: where each repo named below lives
   acme/brand:
-    url: https://git.example.com/acme/brand.git   # https URL, file:// URL or local path
+    url: https://git.example.com/acme/brand.git   # https URL, file:// URL or local path (as in sources.yml)
     web_url: https://github.com/acme/brand        # optional, for blobUrl when url is a mirror
     ref: main                                     # optional default ref of this repo's assets
 products:
@@ -31,9 +31,12 @@ import mimetypes
 import posixpath
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
+
+from groundtruth.ingest.source_policy import SourceRefused, source_location
 
 # One error type for both registry files: a list of problems, each naming file, entry and problem.
 from groundtruth.registry import RegistryInvalid, registry_yaml_compose
@@ -222,22 +225,14 @@ def _resolve(node: yaml.ScalarNode) -> Any:
         loader.dispose()
 
 
-def _url_problem(url: str) -> str | None:
-    from urllib.parse import urlsplit
+def registry_parse(
+    *, text: str | bytes, file_name: str = "brand-assets.yml", base_dir: Path | None = None
+) -> BrandRegistry:
+    """Parses and validates the registry; raises RegistryInvalid listing every problem found.
 
-    parts = urlsplit(url)
-    if parts.scheme in {"http", "https"}:
-        if parts.username or parts.password:
-            return "must not contain credentials; set GIT_HTTP_TOKEN instead"
-        if not parts.hostname:
-            return "must name a host"
-    elif parts.scheme not in {"", "file"}:
-        return "must be an https URL, a file:// URL or a local path"
-    return None
-
-
-def registry_parse(*, text: str | bytes, file_name: str = "brand-assets.yml") -> BrandRegistry:
-    """Parses and validates the registry; raises RegistryInvalid listing every problem found."""
+    Repo URLs follow sources.yml's rule (groundtruth/ingest/source_policy.py); `base_dir`
+    resolves relative local paths, as there.
+    """
     validator = _Validator()
     root = registry_yaml_compose(text=text, filename=file_name)
     if root is None:
@@ -274,9 +269,12 @@ def registry_parse(*, text: str | bytes, file_name: str = "brand-assets.yml") ->
                 validator.problem(value, where, "missing required key 'url'")
                 continue
             url = validator.string(fields["url"], f"{where}.url")
-            if url and (problem := _url_problem(url)):
-                validator.problem(fields["url"], f"{where}.url", problem)
-                url = None
+            if url:
+                try:
+                    url = source_location(url, base_dir=base_dir)
+                except SourceRefused as exc:
+                    validator.problem(fields["url"], f"{where}.url", str(exc))
+                    url = None
             web_url = ""
             if "web_url" in fields:
                 web_url = validator.string(fields["web_url"], f"{where}.web_url") or ""

@@ -22,6 +22,7 @@ from groundtruth.ingest.git_access import (
     TreeEntry,
     registry_file_read,
 )
+from groundtruth.registry import registry_base_dir
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,9 @@ def asset_registry_sync() -> SyncReport:
     except GitError as exc:
         return _sync_refused(registry_row, SyncReport(status=FAILED, location=location, errors=[str(exc)]))
     try:
-        registry = registry_parse(text=registry_file.content, file_name=settings.BRAND_ASSETS_PATH)
+        registry = registry_parse(
+            text=registry_file.content, file_name=settings.BRAND_ASSETS_PATH, base_dir=registry_base_dir()
+        )
         sources = _repo_sources(registry.entries, registry.repos)
     except RegistryInvalid as exc:
         report = SyncReport(status=INVALID, location=location, commit=registry_file.commit, errors=exc.errors)

@@ -25,6 +25,9 @@ Validation errors name the file, the line and the key, e.g.
 `sources.yml:7: repos[0].url: credentials in the URL are not allowed; use GIT_HTTP_TOKEN`.
 Unknown keys are errors (a typo must not silently change what is indexed). Relative local paths
 are resolved against the registry repository's work tree location when it is local, else refused.
+Where a URL may point is one rule for both registry files (groundtruth/ingest/source_policy.py):
+local paths under GIT_LOCAL_ROOTS, http(s) hosts on private addresses only when
+GIT_ALLOW_PRIVATE_HOSTS allows them.
 
 Glob semantics (wcmatch `globmatch` with GLOBSTAR | BRACE | DOTGLOB | FORCEUNIX):
 paths are matched relative to the repository root with `/` separators; `*` and `?` match within
@@ -50,6 +53,7 @@ from django.utils import timezone
 from wcmatch import glob as wcglob
 
 from groundtruth.ingest.git_access import GitError, registry_repository
+from groundtruth.ingest.source_policy import SourceRefused, source_location
 from groundtruth.models import Registry, Repository, TrustTier
 
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
@@ -172,26 +176,6 @@ def glob_problem(pattern: str) -> str | None:
         wcglob.translate(pattern, flags=GLOB_FLAGS)
     except (ValueError, re.error) as exc:
         return f"glob {pattern!r} is malformed: {exc}"
-    return None
-
-
-def url_problem(url: str) -> str | None:
-    """Why `url` cannot name a repository, or None when it can."""
-    parts = urlsplit(url)
-    if parts.scheme in {"http", "https"}:
-        if parts.username or parts.password or "@" in parts.netloc:
-            return "credentials in the URL are not allowed; set GIT_HTTP_TOKEN instead"
-        if not parts.hostname:
-            return f"URL {url!r} has no host"
-        return None
-    if parts.scheme == "file":
-        if parts.netloc not in {"", "localhost"}:
-            return "file:// URLs must name a local path (file:///path)"
-        return None
-    if parts.scheme and len(parts.scheme) > 1:
-        return f"unsupported URL scheme {parts.scheme!r}; use https://, http://, file:// or a local path"
-    if re.match(r"^[\w.-]+@[\w.-]+:", url):
-        return "SSH URLs are not supported; use an https URL with GIT_HTTP_TOKEN"
     return None
 
 
@@ -330,14 +314,10 @@ def _repository(
     if "url" not in items:
         validator.error(node, f"{key}.url", "missing (https URL, file:// URL or local path)")
     elif url is not None:
-        problem = url_problem(url)
-        if problem:
-            validator.error(items["url"][1], f"{key}.url", problem)
-        elif "://" not in url and not Path(url).expanduser().is_absolute():
-            if base_dir is None:
-                validator.error(items["url"][1], f"{key}.url", "relative paths need a local registry repository")
-            else:
-                url = str((base_dir / url).resolve())
+        try:
+            url = source_location(url, base_dir=base_dir)
+        except SourceRefused as exc:
+            validator.error(items["url"][1], f"{key}.url", str(exc))
     enabled = True
     if "enabled" in items:
         enabled = bool(validator.boolean(items["enabled"][1], f"{key}.enabled"))
@@ -369,7 +349,9 @@ def registry_location() -> str:
     return f"{source}@{settings.SOURCE_REGISTRY_REF}:{settings.SOURCE_REGISTRY_PATH}"
 
 
-def _registry_base_dir() -> Path | None:
+def registry_base_dir() -> Path | None:
+    """The directory relative local paths in the registry files start from: the registry
+    repository's parent when it is local, else None (relative paths are refused)."""
     source = settings.SOURCE_REGISTRY_REPO
     parts = urlsplit(source)
     if parts.scheme == "file":
@@ -393,9 +375,10 @@ def registry_load() -> tuple[Registry, SourceRegistry]:
     filename = settings.SOURCE_REGISTRY_PATH
     repository = registry_repository()
     try:
-        problem = url_problem(settings.SOURCE_REGISTRY_REPO)
-        if problem:
-            raise RegistryInvalid([f"SOURCE_REGISTRY_REPO: {problem}"])
+        try:
+            source_location(settings.SOURCE_REGISTRY_REPO)
+        except SourceRefused as exc:
+            raise RegistryInvalid([f"SOURCE_REGISTRY_REPO: {exc}"]) from exc
         repository.fetch()
         commit = repository.resolve(settings.SOURCE_REGISTRY_REF)
         try:
@@ -403,7 +386,7 @@ def registry_load() -> tuple[Registry, SourceRegistry]:
         except GitError as exc:
             problem = f"{filename}: not found at commit {commit[:12]} of the registry repository"
             raise RegistryInvalid([problem]) from exc
-        parsed = registry_parse(content=content, filename=filename, base_dir=_registry_base_dir())
+        parsed = registry_parse(content=content, filename=filename, base_dir=registry_base_dir())
     except RegistryInvalid as exc:
         _registry_error_record(registry_row, "\n".join(exc.errors))
         raise

@@ -71,6 +71,15 @@ def redis_unreachable(settings) -> None:
     settings.CACHES = redis_cache_at(f"redis://127.0.0.1:{closed_port()}/0")
 
 
+@pytest.fixture(autouse=True)
+def _git_sources_of_the_tests(settings, tmp_path_factory) -> None:
+    """Test repositories live under pytest's temporary directories and the test git servers listen
+    on 127.0.0.1; the production defaults refuse both (tests/groundtruth/test_git_source_rule.py
+    pins the defaults and the refusals)."""
+    settings.GIT_LOCAL_ROOTS = [tmp_path_factory.getbasetemp()]
+    settings.GIT_ALLOW_PRIVATE_HOSTS = ["127.0.0.1"]
+
+
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient(raise_request_exception=False)

@@ -22,9 +22,13 @@ stored as a remote, so nothing about the remote persists in the cache's config.
 Private https repositories: GIT_HTTP_TOKEN is sent as an `Authorization` header through
 `GIT_CONFIG_COUNT/KEY/VALUE` environment variables (git >= 2.31), so it never appears in argv
 (`ps`), in a remote URL, in the cache's config, in logs or in error messages (any error text is
-scrubbed of it). It is sent only to http(s) URLs, and only to hosts listed in GIT_HTTP_TOKEN_HOSTS
-when that is set. The header is HTTP Basic with user GIT_HTTP_USERNAME (default
+scrubbed of it). It is sent only to http(s) URLs of hosts listed in GIT_HTTP_TOKEN_HOSTS (the
+settings refuse a token without that list). The header is HTTP Basic with user GIT_HTTP_USERNAME (default
 `x-access-token`, what GitHub expects; GitLab and Gitea accept any user name with a token).
+
+Where a fetch may go is checked right before it (groundtruth/ingest/source_policy.py): local
+paths under GIT_LOCAL_ROOTS, http(s) hosts on public addresses unless GIT_ALLOW_PRIVATE_HOSTS
+names them. git then connects to exactly the addresses checked and follows no redirect.
 
 Errors: `GitNetworkError` for transient failures worth retrying (host unreachable, timeouts,
 5xx, dropped connections), `GitError` for everything else (bad ref, authentication refused,
@@ -45,6 +49,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
+
+from groundtruth.ingest.source_policy import SourceRefused, SourceUnresolved, remote_addresses, source_location
 
 # Modes in a git tree (`git ls-tree`): regular, executable, symlink, submodule.
 MODE_FILE = "100644"
@@ -142,6 +148,8 @@ class GitRepository:
         self.cache_root = Path(cache_dir if cache_dir is not None else settings.GIT_CACHE_DIR)
         self.path = self.cache_root / cache_directory_name(url)
         self._token = settings.GIT_HTTP_TOKEN if token is None else token
+        # curl `host:port:address,...` entries pinning the checked addresses (set by fetch).
+        self._resolved: list[str] = []
         self.timeout_seconds = timeout_seconds if timeout_seconds is not None else settings.GIT_TIMEOUT_SECONDS
 
     def __repr__(self) -> str:
@@ -154,8 +162,7 @@ class GitRepository:
         parts = urlsplit(self.source)
         if parts.scheme not in {"http", "https"}:
             return False
-        hosts = settings.GIT_HTTP_TOKEN_HOSTS
-        return not hosts or (parts.hostname or "") in hosts
+        return (parts.hostname or "").rstrip(".") in {host.rstrip(".") for host in settings.GIT_HTTP_TOKEN_HOSTS}
 
     def _environment(self) -> dict[str, str]:
         environment = {
@@ -175,7 +182,14 @@ class GitRepository:
                 "LC_ALL": "C",
             }
         )
-        config: list[tuple[str, str]] = [("protocol.file.allow", "always"), ("credential.helper", "")]
+        config: list[tuple[str, str]] = [
+            ("protocol.file.allow", "always"),
+            ("credential.helper", ""),
+            # A redirect could lead anywhere the source rule refuses; a moved repository needs its
+            # new URL in the registry.
+            ("http.followRedirects", "false"),
+        ]
+        config += [("http.curloptResolve", entry) for entry in self._resolved]
         if self._sends_token():
             username = settings.GIT_HTTP_USERNAME
             basic = base64.b64encode(f"{username}:{self._token}".encode()).decode()
@@ -218,7 +232,12 @@ class GitRepository:
 
     # --- public API ----------------------------------------------------------------------
     def fetch(self) -> None:
-        """Clones into the cache on first use, then fetches branches and tags incrementally."""
+        """Clones into the cache on first use, then fetches branches and tags incrementally.
+
+        Raises GitError when the source rule refuses the URL (nothing is contacted), and
+        GitNetworkError when its host does not resolve.
+        """
+        self._resolved = self._source_checked()
         if not (self.path / "HEAD").exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._git("init", "--quiet", "--bare", str(self.path), in_cache=False)
@@ -238,6 +257,22 @@ class GitRepository:
             match = re.search(r"^ref: (refs/heads/\S+)\tHEAD$", symref, re.MULTILINE)
             if match:
                 self._git("symbolic-ref", "HEAD", match.group(1))
+
+    def _source_checked(self) -> list[str]:
+        """Applies the source rule now; returns the curl resolve entries pinning the checked addresses."""
+        try:
+            source_location(self.source)
+            addresses = remote_addresses(self.source)
+        except SourceRefused as exc:
+            raise GitError(f"git fetch refused for {self.source}: {exc}") from exc
+        except SourceUnresolved as exc:
+            raise GitNetworkError(f"git fetch failed for {self.source}: {exc}") from exc
+        if not addresses:
+            return []
+        parts = urlsplit(self.source)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        listed = ",".join(f"[{address}]" if ":" in address else address for address in addresses)
+        return [f"{parts.hostname}:{port}:{listed}"]
 
     def resolve(self, ref: str) -> str:
         """The full commit SHA `ref` names in the cache (a branch, a tag or a commit SHA).

@@ -294,6 +294,7 @@ def test_private_repo_content_is_fetched_with_the_token_into_an_empty_cache(
 ):
     token = "brand-token-Qw2"
     settings.GIT_HTTP_TOKEN = token
+    settings.GIT_HTTP_TOKEN_HOSTS = ["127.0.0.1"]
     with GitHttpServer(project_root=tmp_path / "served", token=token) as server:
         served_bare_clone(brand_repos.brand.path, server.project_root, "acme/private-brand.git")
         url = server.url_for("acme/private-brand.git")

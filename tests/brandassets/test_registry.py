@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from brandassets.registry import AssetEntry, RegistryInvalid, RepoSource, content_type_for, registry_parse
+
+
+@pytest.fixture(autouse=True)
+def _repositories_under_srv(settings) -> None:
+    """The examples name local repositories under /srv."""
+    settings.GIT_LOCAL_ROOTS = [Path("/srv")]
 
 
 def _errors(text: str) -> list[str]:
@@ -115,8 +123,11 @@ def test_paths_that_could_leave_the_repository_are_refused(path, problem):
 @pytest.mark.parametrize(
     ("url", "problem"),
     [
-        ("https://user:s3cret@git.example.com/a/b.git", "must not contain credentials; set GIT_HTTP_TOKEN instead"),
-        ("ftp://git.example.com/brand", "must be an https URL, a file:// URL or a local path"),
+        (
+            "https://user:s3cret@git.example.com/a/b.git",
+            "credentials in the URL are not allowed; set GIT_HTTP_TOKEN instead",
+        ),
+        ("ftp://git.example.com/brand", "unsupported URL scheme 'ftp'; use https://, http://, file:// or a local path"),
     ],
 )
 def test_repo_urls_with_credentials_or_other_schemes_are_refused(url, problem):

@@ -236,6 +236,7 @@ def test_private_brand_repo_over_http_uses_the_token_and_never_leaks_it(brand_re
         url = server.url_for("acme/private-brand.git")
         brand_repos.registry_commit(brand_repos.default_registry_text().replace(str(brand_repos.brand.path), url))
         settings.GIT_HTTP_TOKEN = token
+        settings.GIT_HTTP_TOKEN_HOSTS = ["127.0.0.1"]
 
         report = asset_registry_sync()
 

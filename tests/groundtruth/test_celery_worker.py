@@ -56,6 +56,9 @@ def registry_environment(settings) -> dict[str, str]:
         "SOURCE_REGISTRY_REPO": settings.SOURCE_REGISTRY_REPO,
         "SOURCE_REGISTRY_REF": settings.SOURCE_REGISTRY_REF,
         "SOURCE_REGISTRY_PATH": settings.SOURCE_REGISTRY_PATH,
+        # Where the test's repositories may be (tests/conftest.py), for the worker's own settings.
+        "GIT_LOCAL_ROOTS": ",".join(str(root) for root in settings.GIT_LOCAL_ROOTS),
+        "GIT_ALLOW_PRIVATE_HOSTS": ",".join(settings.GIT_ALLOW_PRIVATE_HOSTS),
     }
 
 

@@ -3,6 +3,8 @@ repository at every ingest; the last good registry kept when a new one is invali
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from groundtruth.models import Registry, Repository
@@ -30,6 +32,12 @@ transcripts:
       url: file:///srv/git/calls
       include: ["calls/*.md"]
 """
+
+
+@pytest.fixture(autouse=True)
+def _repositories_under_srv(settings) -> None:
+    """The examples name local repositories under /srv (besides the tests' own directories)."""
+    settings.GIT_LOCAL_ROOTS = [*settings.GIT_LOCAL_ROOTS, Path("/srv")]
 
 
 def problems(text: str) -> list[str]:
