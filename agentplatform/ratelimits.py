@@ -1,9 +1,11 @@
 """Per-class rate limits counted in Redis, with X-RateLimit headers on every limited response.
 
 Classes (DECISIONS.md): public, per client IP; authenticated, per key or wallet session;
-trading, per key. Windows are fixed and one period long. Each counter's window start is
-offset by a hash of its key (as django-ratelimit does) so that all clients do not reset in the
-same second; `X-RateLimit-Reset` gives the epoch second at which the caller's own window ends.
+trading, per key; and admin sign-in attempts, per client IP and per user name (an HTML 429 page
+from agentplatform/admin_site.py). Windows are fixed and one period long. Each counter's window
+start is offset by a hash of its key (as django-ratelimit does) so that all clients do not reset
+in the same second; `X-RateLimit-Reset` gives the epoch second at which the caller's own window
+ends.
 
 One request costs one Redis round trip: a small Lua script that INCRs the counter, sets its
 expiry on the first hit and reads the cache generations (agentplatform/cache_generations.py) that
@@ -20,6 +22,7 @@ Without Redis nothing is served from those caches either. README.md says so.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
 import re
@@ -47,6 +50,8 @@ logger = logging.getLogger(__name__)
 PUBLIC = "public"
 AUTHENTICATED = "authenticated"
 TRADING = "trading"
+# Admin sign-in attempts: per client IP and per user name tried (admin_login_attempt_count).
+ADMIN_LOGIN = "admin_login"
 
 
 _RATE_PATTERN = re.compile(r"(?P<count>[1-9]\d*)/(?P<multiplier>[1-9]\d*)?(?P<unit>[smhd])")
@@ -116,6 +121,7 @@ def _rate_for(rate_class: str) -> str:
         PUBLIC: settings.RATE_LIMIT_PUBLIC,
         AUTHENTICATED: settings.RATE_LIMIT_AUTHENTICATED,
         TRADING: settings.RATE_LIMIT_TRADING,
+        ADMIN_LOGIN: settings.RATE_LIMIT_ADMIN_LOGIN,
     }[rate_class]
 
 
@@ -217,6 +223,41 @@ def rate_class_and_key(request: Request, *, trading: bool = False) -> tuple[str,
     return PUBLIC, f"ip:{client_ip(request)}"
 
 
+@dataclass(frozen=True)
+class AdminLoginRefusal:
+    """Why an admin sign-in attempt is refused: too many from the `address`, or for the `user name`."""
+
+    counted_by: str
+    retry_after_seconds: int
+
+
+def admin_login_attempt_count(request: HttpRequest) -> AdminLoginRefusal | None:
+    """Counts one admin sign-in attempt against the client IP and, while that is within its limit,
+    against the user name tried (RATE_LIMIT_ADMIN_LOGIN each); the refusal when one is past it.
+
+    Every attempt counts, not only failed ones: the count and the check are then one atomic
+    INCR, so concurrent guesses cannot slip past the limit between a check and a count. An
+    address already refused does not count against the user name, so that it cannot lock the
+    account's owner out for longer. Without Redis the attempt is allowed (fail open, logged).
+    """
+    by_address = count_request(rate_class=ADMIN_LOGIN, key=f"ip:{client_ip(request)}")
+    if by_address is not None and by_address.exceeded:
+        return AdminLoginRefusal("address", _seconds_until(by_address.reset_epoch))
+    user_name = request.POST.get("username", "").strip().casefold()
+    if not user_name:
+        return None
+    # A digest: user names are not kept in Redis, and any length makes a key of one size.
+    digest = hashlib.sha256(user_name.encode()).hexdigest()[:32]
+    by_user_name = count_request(rate_class=ADMIN_LOGIN, key=f"user:{digest}")
+    if by_user_name is not None and by_user_name.exceeded:
+        return AdminLoginRefusal("user name", _seconds_until(by_user_name.reset_epoch))
+    return None
+
+
+def _seconds_until(epoch: int) -> int:
+    return max(epoch - int(time.time()), 1)
+
+
 class RateLimitedViewMixin:
     """For DRF views: counts every request (also those refused by auth) and adds the headers.
 
@@ -253,7 +294,7 @@ class RateLimitedViewMixin:
             lookup.found(generation=counted.responses_generation)
             request.response_cache_lookup = lookup  # type: ignore[attr-defined]
         if usage is not None and usage.exceeded:
-            retry_after = max(usage.reset_epoch - int(time.time()), 1)
+            retry_after = _seconds_until(usage.reset_epoch)
             raise RateLimited(
                 f"Rate limit of {usage.limit} requests per window exceeded; retry in {retry_after} s.",
                 headers={"Retry-After": str(retry_after)},

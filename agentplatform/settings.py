@@ -66,6 +66,15 @@ def _hosts(name: str, *, networks: bool = False) -> list[str]:
     return values
 
 
+def _boolean(name: str, default: bool) -> bool:
+    value = env.str(name, default="").strip().lower()
+    if not value:
+        return default
+    if value not in {"true", "false", "1", "0", "yes", "no", "on", "off"}:
+        raise ImproperlyConfigured(f"{name} must be true or false, got {value!r}")
+    return value in {"true", "1", "yes", "on"}
+
+
 VAR_DIR = Path(env.str("VAR_DIR", default="") or BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -87,7 +96,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "agentplatform.apps.ThrottledAdminConfig",  # django.contrib.admin, sign-ins rate-limited
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -178,6 +187,16 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
 
+# --- HTTPS: off by default (`make run` serves plain HTTP on localhost); README "Production" gives
+# the values under which `manage.py check --deploy` reports nothing.
+SECURE_SSL_REDIRECT = _boolean("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = _non_negative("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _boolean("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _boolean("SECURE_HSTS_PRELOAD", False)
+# Cookies travel over HTTPS only once plain HTTP is redirected there, unless said otherwise.
+SESSION_COOKIE_SECURE = _boolean("SESSION_COOKIE_SECURE", SECURE_SSL_REDIRECT)
+CSRF_COOKIE_SECURE = _boolean("CSRF_COOKIE_SECURE", SECURE_SSL_REDIRECT)
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -239,9 +258,14 @@ def _rate(name: str, default: str) -> str:
 RATE_LIMIT_PUBLIC = _rate("RATE_LIMIT_PUBLIC", "100/m")
 RATE_LIMIT_AUTHENTICATED = _rate("RATE_LIMIT_AUTHENTICATED", "500/m")
 RATE_LIMIT_TRADING = _rate("RATE_LIMIT_TRADING", "60/m")
+# Admin sign-in attempts (POSTs to /admin/login/), counted per client IP and per user name tried.
+RATE_LIMIT_ADMIN_LOGIN = _rate("RATE_LIMIT_ADMIN_LOGIN", "10/5m")
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 if TRUSTED_PROXY_COUNT < 0:
     raise ImproperlyConfigured("TRUSTED_PROXY_COUNT must be 0 or more (proxies that append to X-Forwarded-For)")
+if TRUSTED_PROXY_COUNT:
+    # The proxies terminate TLS and say so (they must overwrite, not pass on, the client's header).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 RATELIMIT_USE_CACHE = "default"
 # Seconds a rendered answer of GET /api/agents, /api/chat and /api/<COIN_SEGMENT>/history stays in
 # the shared cache (Redis). Writes through the app make it stale at once; this bounds how long a

@@ -1,0 +1,40 @@
+"""The admin site, with sign-in attempts limited per client IP and per user name.
+
+`agentplatform.apps.ThrottledAdminConfig` (in INSTALLED_APPS in place of `django.contrib.admin`)
+makes it the default `admin.site`, so every app's `@admin.register` lands here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from agentplatform.ratelimits import AdminLoginRefusal, admin_login_attempt_count
+
+
+class ThrottledAdminSite(admin.AdminSite):
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """Past RATE_LIMIT_ADMIN_LOGIN attempts the answer is a 429 page, and the password is not
+        even checked: a guess there learns nothing."""
+        if request.method == "POST":
+            refusal = admin_login_attempt_count(request)
+            if refusal is not None:
+                return self.login_refused(request, refusal)
+        return super().login(request, extra_context)
+
+    def login_refused(self, request: HttpRequest, refusal: AdminLoginRefusal) -> HttpResponse:
+        seconds = refusal.retry_after_seconds
+        context = {
+            **self.each_context(request),
+            "title": "Too many sign-in attempts",
+            "message": (
+                f"Too many sign-in attempts for this {refusal.counted_by}. "
+                f"Try again in {seconds} second{'s' if seconds != 1 else ''}."
+            ),
+        }
+        response = TemplateResponse(request, "admin/login_throttled.html", context, status=429)
+        response["Retry-After"] = str(seconds)
+        return response
