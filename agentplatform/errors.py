@@ -169,6 +169,9 @@ def problem_response(
 def _flatten_validation(detail: Any, prefix: str = "") -> Iterable[dict[str, str]]:
     if isinstance(detail, dict):
         for key, value in detail.items():
+            if isinstance(key, int):  # a ListField's errors, by item index
+                yield from _flatten_validation(value, f"{prefix}[{key}]")
+                continue
             field = key if key != "non_field_errors" else ""
             yield from _flatten_validation(value, f"{prefix}.{field}" if prefix and field else prefix or field)
     elif isinstance(detail, list):
@@ -182,7 +185,7 @@ def _flatten_validation(detail: Any, prefix: str = "") -> Iterable[dict[str, str
 
 
 _DRF_CODES: dict[type[drf_exceptions.APIException], str] = {
-    drf_exceptions.ParseError: "malformed_body",
+    drf_exceptions.ParseError: "invalid_json",
     drf_exceptions.AuthenticationFailed: "authentication_failed",
     drf_exceptions.NotAuthenticated: "not_authenticated",
     drf_exceptions.PermissionDenied: "forbidden",

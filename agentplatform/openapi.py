@@ -5,6 +5,11 @@ Views document their own answers and errors (`extend_schema(responses=...)`, wit
 forget it: a 429 problem with Retry-After and the X-RateLimit-* headers on rate-limited views, a
 401 problem on views that read bearer credentials (a wrong key is refused even on a public
 endpoint), 403 where credentials are required, and 400/413/415 on operations that take a JSON body.
+
+Two rules keep the schema equal to what the views do: an answer is an array only when the view
+says so (`Serializer(many=True)`), not because its action is named `list` (GET /health, /repos
+and /search answer one object); and a request body serializer that refuses unknown keys
+(`json_bodies.StrictBodySerializer`) is documented with `additionalProperties: false`.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import permissions
 
 from agentplatform.errors import PROBLEM_CONTENT_TYPE, ProblemDetailsSerializer, is_api_path
+from agentplatform.json_bodies import StrictBodySerializer
 from agentplatform.ratelimits import RateLimitedViewMixin
 
 RATE_LIMIT_HEADERS: dict[str, dict[str, Any]] = {
@@ -40,6 +47,20 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class ProblemDetailsAutoSchema(AutoSchema):
+    def _is_list_view(self, serializer: Any = None) -> bool:
+        if serializer is None:
+            serializer = self.get_response_serializers()
+        if isinstance(serializer, dict) and serializer:
+            serializer = {str(code): value for code, value in serializer.items()}
+            serializer = serializer[min(serializer)]
+        return is_list_serializer(serializer)
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and isinstance(serializer, StrictBodySerializer):
+            schema["additionalProperties"] = False
+        return schema
+
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         if direction != "response" or not is_api_path(self.path):

@@ -214,7 +214,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["agents.authentication.BearerCredentialAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["agentplatform.json_bodies.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "agentplatform.openapi.ProblemDetailsAutoSchema",
     "EXCEPTION_HANDLER": "agentplatform.errors.problem_exception_handler",
     "UNAUTHENTICATED_USER": None,

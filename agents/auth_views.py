@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
+from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agents.auth_serializers import (
     NonceQuerySerializer,
@@ -36,10 +36,7 @@ class WalletAuthViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             "and chain id. With `address`, `message` is the complete message to sign (EIP-191 personal_sign). "
             "Public."
         ),
-        parameters=[
-            OpenApiParameter("address", OpenApiTypes.STR, required=False, description="The signing address."),
-            OpenApiParameter("chain_id", OpenApiTypes.INT, required=False, description="EIP-155 chain id (1)."),
-        ],
+        parameters=[NonceQuerySerializer],
         responses={
             200: NonceSerializer,
             **problem_responses({400: "`address` is not an address or `chain_id` not a positive integer."}),
@@ -47,8 +44,7 @@ class WalletAuthViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         tags=["auth"],
     )
     def nonce(self, request: Request) -> Response:
-        query = NonceQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query = query_validated(NonceQuerySerializer, request)
         nonce = wallet_nonce_issue()
         uri = f"{request.scheme}://{settings.SIWE_DOMAIN}/"
         body = {
@@ -58,13 +54,11 @@ class WalletAuthViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             "domain": settings.SIWE_DOMAIN,
             "uri": uri,
             "version": "1",
-            "chain_id": query.validated_data["chain_id"],
+            "chain_id": query["chain_id"],
             "statement": SIGN_IN_STATEMENT,
         }
-        if address := query.validated_data.get("address"):
-            body["message"] = wallet_sign_in_message(
-                nonce=nonce, address=address, uri=uri, chain_id=query.validated_data["chain_id"]
-            )
+        if address := query.get("address"):
+            body["message"] = wallet_sign_in_message(nonce=nonce, address=address, uri=uri, chain_id=query["chain_id"])
         return Response(NonceSerializer(body).data, headers=NO_STORE)
 
     @extend_schema(

@@ -32,15 +32,6 @@ class BlankAsNullCharField(serializers.CharField):
         return value or None
 
 
-class QueryIntegerField(serializers.IntegerField):
-    """A query-string integer written as plain digits; DRF alone would also take "12.0" or " 12"."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if not (isinstance(data, str) and data.isascii() and data.isdigit()):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
 def _number(value: Decimal | None) -> float | None:
     return None if value is None else float(value)
 

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
+from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agentplatform.response_cache import cached_response
 from agents.models import AgentStatus
@@ -46,11 +47,8 @@ class AgentViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     )
     @cached_response
     def list(self, request: Request) -> Response:
-        # A plain dict: an empty `?x=` is then refused like any malformed value; DRF would read a
-        # QueryDict with form semantics and take it as absent.
-        query = AgentListQuerySerializer(data=request.query_params.dict())
-        query.is_valid(raise_exception=True)
-        agents = agent_list(status=query.validated_data.get("status"))
+        query = query_validated(AgentListQuerySerializer, request)
+        agents = agent_list(status=query.get("status"))
         return Response(AgentSummarySerializer(agents, many=True).data)
 
     @extend_schema(

@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from groundtruth.ingest.git_refs import REF_REGEX
 from groundtruth.ingest.source_policy import SourceRefused, source_location
 
 # One error type for both registry files: a list of problems, each naming file, entry and problem.
@@ -45,8 +46,6 @@ from groundtruth.registry import RegistryInvalid, registry_yaml_compose
 # conservative alphabet so that no name can carry a separator, a dot segment or an escape.
 NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?\Z")
 REPO_NAME_PATTERN = re.compile(r"^(?!.*(?:^|/)\.{1,2}(?:/|\Z))[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+\Z")
-# A git ref as accepted by `git check-ref-format` for branch and tag names, or a commit SHA.
-REF_PATTERN = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/+-]{1,200}(?<![./])(?<!\.lock)\Z")
 THEMES = ("light", "dark")
 
 # Formats the registry may name, with the Content-Type the content endpoint sends for each.
@@ -249,9 +248,7 @@ def registry_parse(
         validator.unknown_keys(defaults, DEFAULT_KEYS, "defaults")
         for key, _key_node, value in defaults:
             if key == "ref":
-                default_ref = (
-                    validator.string(value, "defaults.ref", pattern=REF_PATTERN, hint="not a git ref") or "main"
-                )
+                default_ref = validator.string(value, "defaults.ref", pattern=REF_REGEX, hint="not a git ref") or "main"
 
     repos: dict[str, RepoSource] = {}
     if "repos" in sections:
@@ -284,7 +281,7 @@ def registry_parse(
             repo_ref = ""
             if "ref" in fields:
                 repo_ref = (
-                    validator.string(fields["ref"], f"{where}.ref", pattern=REF_PATTERN, hint="not a git ref") or ""
+                    validator.string(fields["ref"], f"{where}.ref", pattern=REF_REGEX, hint="not a git ref") or ""
                 )
             if url:
                 repos[name] = RepoSource(name=name, url=url, web_url=web_url, ref=repo_ref)
@@ -354,7 +351,7 @@ def _entry(
             path = None
     ref = ""
     if "ref" in fields:
-        ref = validator.string(fields["ref"], f"{where}.ref", pattern=REF_PATTERN, hint="not a git ref") or ""
+        ref = validator.string(fields["ref"], f"{where}.ref", pattern=REF_REGEX, hint="not a git ref") or ""
     asset_format = ""
     if "format" in fields:
         value = validator.string(fields["format"], f"{where}.format")

@@ -7,6 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agentplatform.json_bodies import StrictCharField, StrictRegexField
 from brandassets.models import BrandAsset
 from brandassets.registry import NAME_PATTERN
 from groundtruth.ingest.git_access import blob_url
@@ -14,17 +15,17 @@ from groundtruth.ingest.git_access import blob_url
 _NAME_HELP = "lower-case letters, digits, '-' and '_'"
 
 
-_NAME_ERRORS = {"invalid": f"must be 1-64 characters of {_NAME_HELP}"}
+_NAME_ERRORS = dict.fromkeys(("invalid", "blank", "max_length"), f"must be 1-64 characters of {_NAME_HELP}")
 
 
 class AssetQuerySerializer(serializers.Serializer):
-    product = serializers.RegexField(
+    product = StrictRegexField(
         NAME_PATTERN, required=False, max_length=64, error_messages=_NAME_ERRORS, help_text=f"a product ({_NAME_HELP})"
     )
-    kind = serializers.RegexField(
+    kind = StrictRegexField(
         NAME_PATTERN, required=False, max_length=64, error_messages=_NAME_ERRORS, help_text=f"a kind ({_NAME_HELP})"
     )
-    q = serializers.CharField(
+    q = StrictCharField(
         required=False,
         max_length=200,
         trim_whitespace=True,
@@ -61,7 +62,7 @@ class BrandAssetSerializer(serializers.ModelSerializer):
             "description",
         ]
 
-    @extend_schema_field(OpenApiTypes.URI)
+    @extend_schema_field({"type": "string", "format": "uri", "nullable": True})
     def get_blobUrl(self, asset: BrandAsset) -> str | None:
         """The file at its registered ref in its repository's web view; null for repos with no
         web address (local and file:// repos without `web_url` in the registry)."""

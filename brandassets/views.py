@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.errors import InvalidInput, NotFound, problem_responses
+from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agents.authentication import BearerCredentialAuthentication
 from agents.permissions import HasServiceReadScope
@@ -83,9 +84,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         auth=AUTH,
     )
     def list(self, request: Request) -> Response:
-        query = AssetQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        assets = selectors.asset_list(**query.validated_data)
+        assets = selectors.asset_list(**query_validated(AssetQuerySerializer, request))
         return Response(BrandAssetSerializer(assets, many=True, context={"request": request}).data)
 
     @extend_schema(
@@ -172,7 +171,10 @@ class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
             PRODUCT_PARAMETER,
             KIND_PARAMETER,
             OpenApiParameter(
-                "asset_index", OpenApiTypes.INT, OpenApiParameter.PATH, description="position among the assets"
+                "asset_index",
+                {"type": "integer", "minimum": 0},
+                OpenApiParameter.PATH,
+                description="position among the assets of the product and kind, from 0",
             ),
             OpenApiParameter("If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False),
         ],

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework import serializers
 
 from agentplatform.errors import InvalidInput
-from agents.serializers import FlatRowSerializer, QueryIntegerField
+from agentplatform.json_bodies import StrictBodySerializer, StrictCharField
+from agentplatform.query_params import QueryIntegerField
+from agents.serializers import FlatRowSerializer
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, MessageType
 from chat.services import IDEMPOTENCY_KEY_MAX_LENGTH, MESSAGE_RULE
 
@@ -17,6 +17,7 @@ FEED_LIMIT_RULE = f"must be an integer from 1 to {FEED_LIMIT_MAX}"
 BEFORE_RULE = "must be a message id (a positive integer)"
 MESSAGE_TYPE_RULE = f"allowed: {', '.join(AGENT_MESSAGE_TYPES)} (system is staff-only)"
 IDEMPOTENCY_KEY_RULE = f"must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters"
+IDEMPOTENCY_KEY_PATTERN = f"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX_LENGTH}}}$"
 BIGINT_MAX = 2**63 - 1
 
 
@@ -31,30 +32,25 @@ class ChatFeedQuerySerializer(serializers.Serializer):
         min_value=1,
         max_value=FEED_LIMIT_MAX,
         error_messages=_same_message(FEED_LIMIT_RULE, "invalid", "min_value", "max_value", "max_string_length"),
+        help_text=f"Newest messages to return; {FEED_LIMIT_RULE}.",
     )
     before = QueryIntegerField(
         required=False,
         min_value=1,
         max_value=BIGINT_MAX,  # beyond a bigint the database would refuse the comparison
         error_messages=_same_message(BEFORE_RULE, "invalid", "min_value", "max_value", "max_string_length"),
+        help_text=f"Only messages older than this id; {BEFORE_RULE}.",
     )
 
 
-class StrictCharField(serializers.CharField):
-    """A JSON string only: DRF's CharField would turn 42 into "42"."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class ChatPostSerializer(serializers.Serializer):
+class ChatPostSerializer(StrictBodySerializer):
     message = StrictCharField(
         max_length=MESSAGE_MAX_LENGTH,
         # Leading and trailing whitespace is dropped; a message of only whitespace is empty.
         trim_whitespace=True,
-        error_messages=_same_message(MESSAGE_RULE, "required", "blank", "max_length", "invalid", "null"),
+        error_messages=_same_message(
+            MESSAGE_RULE, "required", "blank", "max_length", "invalid", "not_a_string", "null"
+        ),
         help_text=f"1 to {MESSAGE_MAX_LENGTH} characters.",
     )
     message_type = serializers.ChoiceField(

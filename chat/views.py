@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
+from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agentplatform.response_cache import cached_response
 from agents.permissions import IsAgentKey
 from chat.selectors import chat_feed, chat_message_get
 from chat.serializers import (
-    BEFORE_RULE,
-    FEED_LIMIT_DEFAULT,
-    FEED_LIMIT_RULE,
+    IDEMPOTENCY_KEY_PATTERN,
     IDEMPOTENCY_KEY_RULE,
     ChatFeedQuerySerializer,
     ChatMessageSerializer,
@@ -33,8 +30,6 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     """The shared chat feed."""
 
-    parser_classes = [JSONParser]
-
     def get_permissions(self) -> list[BasePermission]:
         if self.action == "create":
             return [IsAgentKey()]
@@ -48,17 +43,7 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             'oldest one received as `before`; a full page carries a `Link: <…>; rel="next"` header. '
             "Messages hidden by moderators are left out. Public; no credentials needed."
         ),
-        parameters=[
-            OpenApiParameter(
-                "limit", OpenApiTypes.INT, required=False, default=FEED_LIMIT_DEFAULT, description=FEED_LIMIT_RULE
-            ),
-            OpenApiParameter(
-                "before",
-                OpenApiTypes.STR,
-                required=False,
-                description=f"Only messages older than this id; {BEFORE_RULE}.",
-            ),
-        ],
+        parameters=[ChatFeedQuerySerializer],
         responses={
             200: ChatMessageSerializer(many=True),
             **problem_responses(
@@ -72,12 +57,9 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     )
     @cached_response
     def list(self, request: Request) -> Response:
-        # A plain dict: an empty `?x=` is then refused like any malformed value; DRF would read a
-        # QueryDict with form semantics and take it as absent.
-        query = ChatFeedQuerySerializer(data=request.query_params.dict())
-        query.is_valid(raise_exception=True)
-        limit = query.validated_data["limit"]
-        messages = list(chat_feed(limit=limit, before=query.validated_data.get("before")))
+        query = query_validated(ChatFeedQuerySerializer, request)
+        limit = query["limit"]
+        messages = list(chat_feed(limit=limit, before=query.get("before")))
         headers = {}
         if len(messages) == limit:
             next_url = request.build_absolute_uri(f"{request.path}?limit={limit}&before={messages[-1]['id']}")
@@ -96,7 +78,7 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                OpenApiTypes.STR,
+                {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
                 OpenApiParameter.HEADER,
                 required=False,
                 description=f"A client-chosen key unique per message; {IDEMPOTENCY_KEY_RULE}.",

@@ -6,7 +6,8 @@ import re
 
 from eth_utils import is_checksum_address
 
-_HEX_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}\Z"  # the shape; a mixed-case address must also pass its checksum
+_HEX_ADDRESS = re.compile(ADDRESS_PATTERN)
 
 ADDRESS_RULE = (
     "must be a 0x-prefixed 40-digit hex wallet address; mixed-case addresses must carry a valid EIP-55 checksum"
@@ -20,7 +21,7 @@ def wallet_address_normalize(value: str) -> str:
     a mixed-case address is an EIP-55 checksum and must match, so a mistyped character in a
     copied checksummed address is caught instead of silently reading someone else's wallet.
     """
-    if not _HEX_ADDRESS.fullmatch(value):
+    if not _HEX_ADDRESS.match(value):
         raise ValueError(ADDRESS_RULE)
     digits = value[2:]
     if digits != digits.lower() and digits != digits.upper() and not is_checksum_address(value):

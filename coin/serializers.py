@@ -9,8 +9,10 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agents.serializers import FlatRowSerializer, MoneyField, QueryIntegerField
-from coin.addresses import ADDRESS_RULE, wallet_address_normalize
+from agentplatform.json_bodies import StrictRegexField
+from agentplatform.query_params import QueryIntegerField
+from agents.serializers import FlatRowSerializer, MoneyField
+from coin.addresses import ADDRESS_PATTERN, ADDRESS_RULE, wallet_address_normalize
 
 PERIOD_UNITS: dict[str, timedelta] = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 MAX_PERIOD = timedelta(days=365)
@@ -18,20 +20,26 @@ DEFAULT_PERIOD = timedelta(days=7)
 PERIOD_RULE = (
     "must be a positive integer followed by a unit h, d or w (e.g. 24h, 7d, 4w), at most 365 days (8760h, 365d, 52w)"
 )
-# Six digits are enough for 8760h; a longer number is refused before int() sees it.
-_PERIOD_PATTERN = re.compile(r"([1-9][0-9]{0,5})([hdw])")
+# Exactly the periods of 1 to 365 days: 1-8760h, 1-365d, 1-52w (no sign, no leading zero). The
+# OpenAPI schema publishes it, so a client can check a period before sending it.
+PERIOD_PATTERN = (
+    r"^(?:(?:[1-9][0-9]{0,2}|[1-7][0-9]{3}|8[0-6][0-9]{2}|87[0-5][0-9]|8760)h"
+    r"|(?:[1-9][0-9]?|[12][0-9]{2}|3[0-5][0-9]|36[0-5])d"
+    r"|(?:[1-9]|[1-4][0-9]|5[0-2])w)$"
+)
+_PERIOD_PATTERN = re.compile(PERIOD_PATTERN)
 HISTORY_LIMIT_MAX = 1000
 HISTORY_LIMIT_DEFAULT = 100
 HISTORY_LIMIT_RULE = f"must be an integer from 1 to {HISTORY_LIMIT_MAX}"
 
 
-class WalletAddressField(serializers.CharField):
+class WalletAddressField(StrictRegexField):
     """A wallet address, normalised to lower case (see coin.addresses)."""
 
     def __init__(self, **kwargs: Any) -> None:
         message = f"required: {ADDRESS_RULE}"
-        kwargs.setdefault("error_messages", {"required": message, "blank": message})
-        super().__init__(**kwargs)
+        kwargs.setdefault("error_messages", {"required": message, "blank": message, "invalid": ADDRESS_RULE})
+        super().__init__(ADDRESS_PATTERN, **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
         text = super().to_internal_value(data)
@@ -49,17 +57,16 @@ class PeriodField(serializers.CharField):
         super().__init__(trim_whitespace=False, **kwargs)
 
     def to_internal_value(self, data: Any) -> timedelta:
-        match = _PERIOD_PATTERN.fullmatch(super().to_internal_value(data))
-        if match is None:
+        text = super().to_internal_value(data)
+        if _PERIOD_PATTERN.fullmatch(text) is None:
             raise serializers.ValidationError(PERIOD_RULE)
-        period = int(match[1]) * PERIOD_UNITS[match[2]]
-        if period > MAX_PERIOD:
-            raise serializers.ValidationError(PERIOD_RULE)
+        period = int(text[:-1]) * PERIOD_UNITS[text[-1]]
+        assert period <= MAX_PERIOD  # the pattern admits nothing longer
         return period
 
 
 class BalanceQuerySerializer(serializers.Serializer):
-    user_id = WalletAddressField()
+    user_id = WalletAddressField(help_text=f"The wallet address: {ADDRESS_RULE}.")
 
 
 class BalanceSerializer(serializers.Serializer):

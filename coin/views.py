@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
@@ -10,15 +9,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
+from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agentplatform.response_cache import cached_response
-from coin.addresses import ADDRESS_RULE
 from coin.permissions import IsWalletCredential, wallet_read_ensure_allowed
 from coin.selectors import price_history_get, wallet_balance_get
 from coin.serializers import (
     HISTORY_LIMIT_DEFAULT,
     HISTORY_LIMIT_MAX,
     HISTORY_LIMIT_RULE,
+    PERIOD_PATTERN,
     PERIOD_RULE,
     BalanceQuerySerializer,
     BalanceSerializer,
@@ -38,14 +38,7 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             "(`uk_…`) bound to it. The address is matched case-insensitively; an address that never held "
             "tokens has balance 0."
         ),
-        parameters=[
-            OpenApiParameter(
-                "user_id",
-                OpenApiTypes.STR,
-                required=True,
-                description=f"The wallet address: {ADDRESS_RULE}.",
-            )
-        ],
+        parameters=[BalanceQuerySerializer],
         responses={
             200: BalanceSerializer,
             **problem_responses(
@@ -60,11 +53,7 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     )
     @action(detail=False, methods=["get"], permission_classes=[IsWalletCredential])
     def balance(self, request: Request) -> Response:
-        # A plain dict: an empty `?x=` is then refused like any malformed value; DRF would read a
-        # QueryDict with form semantics and take it as absent.
-        query = BalanceQuerySerializer(data=request.query_params.dict())
-        query.is_valid(raise_exception=True)
-        address = query.validated_data["user_id"]
+        address = query_validated(BalanceQuerySerializer, request)["user_id"]
         wallet_read_ensure_allowed(principal=request.user, address=address)
         return Response(BalanceSerializer({"balance": wallet_balance_get(address=address)}).data)
 
@@ -78,14 +67,16 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         ),
         parameters=[
             OpenApiParameter(
-                "period", OpenApiTypes.STR, required=False, default="7d", description=f"`period` {PERIOD_RULE}."
+                "period",
+                {"type": "string", "pattern": PERIOD_PATTERN, "default": "7d"},
+                required=False,
+                description=f"`period` {PERIOD_RULE}.",
             ),
             OpenApiParameter(
                 "limit",
-                OpenApiTypes.INT,
+                {"type": "integer", "minimum": 1, "maximum": HISTORY_LIMIT_MAX, "default": HISTORY_LIMIT_DEFAULT},
                 required=False,
-                default=HISTORY_LIMIT_DEFAULT,
-                description=f"Most points in `history`; {HISTORY_LIMIT_RULE} (max {HISTORY_LIMIT_MAX}).",
+                description=f"Most points in `history`; {HISTORY_LIMIT_RULE}.",
             ),
         ],
         responses={
@@ -103,7 +94,6 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     @action(detail=False, methods=["get"])
     @cached_response
     def history(self, request: Request) -> Response:
-        query = HistoryQuerySerializer(data=request.query_params.dict())
-        query.is_valid(raise_exception=True)
-        history = price_history_get(period=query.validated_data["period"], limit=query.validated_data["limit"])
+        query = query_validated(HistoryQuerySerializer, request)
+        history = price_history_get(period=query["period"], limit=query["limit"])
         return Response(PriceHistorySerializer(history).data)

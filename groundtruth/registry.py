@@ -53,6 +53,7 @@ from django.utils import timezone
 from wcmatch import glob as wcglob
 
 from groundtruth.ingest.git_access import GitError, registry_repository
+from groundtruth.ingest.git_refs import REF_RULE, ref_is_valid
 from groundtruth.ingest.source_policy import SourceRefused, source_location
 from groundtruth.models import Registry, Repository, TrustTier
 
@@ -271,8 +272,8 @@ def _repo_fields(
     if "ref" in items:
         value = validator.string(items["ref"][1], f"{key}.ref")
         if value is not None:
-            if value.startswith("-") or any(char.isspace() for char in value):
-                validator.error(items["ref"][1], f"{key}.ref", f"invalid ref {value!r}")
+            if not ref_is_valid(value):
+                validator.error(items["ref"][1], f"{key}.ref", f"invalid ref {value!r}: {REF_RULE}")
             else:
                 fields["ref"] = value
     if "trust" in items:

@@ -6,8 +6,11 @@ from typing import Any
 
 from rest_framework import serializers
 
+from agentplatform.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
+from agentplatform.query_params import QueryIntegerField
 from groundtruth.models import TrustTier
 from groundtruth.search.citations import citation_for
+from groundtruth.serializers import REPO_NAME_PATTERN
 
 SEARCH_LIMIT_DEFAULT = 10
 SEARCH_LIMIT_MAX = 50
@@ -15,21 +18,8 @@ QUERY_MAX_CHARS = 500  # fits the web server's request line percent-encoded (gun
 QUESTION_MAX_CHARS = 2000
 
 
-class _NoUnknownFields(serializers.Serializer):
-    """Refuses keys it does not declare: a misspelt `scope` must not silently search everything."""
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {name: f"unknown field; allowed: {', '.join(self.fields)}" for name in unknown}
-                )
-        return super().to_internal_value(data)
-
-
 class SearchQuerySerializer(serializers.Serializer):
-    q = serializers.CharField(
+    q = StrictCharField(
         max_length=QUERY_MAX_CHARS,
         trim_whitespace=True,
         error_messages={
@@ -37,13 +27,19 @@ class SearchQuerySerializer(serializers.Serializer):
             "blank": "q must not be empty",
             "max_length": f"q may be at most {QUERY_MAX_CHARS} characters",
         },
+        help_text=f"Text to search for, 1 to {QUERY_MAX_CHARS} characters (not only spaces).",
     )
-    repo = serializers.CharField(
+    repo = StrictRegexField(
+        REPO_NAME_PATTERN,
         required=False,
         max_length=200,
-        error_messages={"blank": "repo must name a repository (owner/name) when given"},
+        error_messages={
+            "blank": "repo must name a repository (owner/name) when given",
+            "invalid": "repo must name a repository (owner/name) when given",
+        },
+        help_text="Only this repository (owner/name, as GET /repos lists it).",
     )
-    limit = serializers.IntegerField(
+    limit = QueryIntegerField(
         required=False,
         default=SEARCH_LIMIT_DEFAULT,
         min_value=1,
@@ -52,22 +48,25 @@ class SearchQuerySerializer(serializers.Serializer):
             "invalid": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
             "min_value": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
             "max_value": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
+            "max_string_length": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
         },
+        help_text=f"Number of results, 1 to {SEARCH_LIMIT_MAX}.",
     )
 
 
-class AskScopeSerializer(_NoUnknownFields):
+class AskScopeSerializer(StrictBodySerializer):
     repos = serializers.ListField(
-        child=serializers.CharField(max_length=200),
+        child=StrictCharField(max_length=200),
         required=False,
         allow_empty=False,
+        min_length=1,  # the same rule as allow_empty, for the schema (minItems)
         max_length=100,
         error_messages={"empty": "scope.repos must name at least one repository, or be left out to search all"},
     )
 
 
-class AskRequestSerializer(_NoUnknownFields):
-    question = serializers.CharField(
+class AskRequestSerializer(StrictBodySerializer):
+    question = StrictCharField(
         max_length=QUESTION_MAX_CHARS,
         trim_whitespace=True,
         error_messages={

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import viewsets
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
+from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agents.authentication import BearerCredentialAuthentication
 from agents.permissions import HasServiceReadScope
@@ -50,23 +50,7 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             "matching community passage outranks a weakly matching canonical one. Only enabled repositories "
             "are searched. Each result cites the chunk's lines at the indexed commit."
         ),
-        parameters=[
-            OpenApiParameter(
-                "q",
-                OpenApiTypes.STR,
-                required=True,
-                description="Text to search for (1-500 characters; the longest that fits the server's request line).",
-            ),
-            OpenApiParameter(
-                "repo", OpenApiTypes.STR, required=False, description="Only this repository (owner/name)."
-            ),
-            OpenApiParameter(
-                "limit",
-                OpenApiTypes.INT,
-                required=False,
-                description=f"Number of results, 1-{SEARCH_LIMIT_MAX}; default 10.",
-            ),
-        ],
+        parameters=[SearchQuerySerializer],
         responses={
             200: SearchResponseSerializer,
             **problem_responses(
@@ -81,9 +65,7 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         tags=["ground truth"],
     )
     def list(self, request: Request) -> Response:
-        query = SearchQuerySerializer(data=request.query_params.dict())
-        query.is_valid(raise_exception=True)
-        data = query.validated_data
+        data = query_validated(SearchQuerySerializer, request)
         repositories = search_scope_resolve(names=[data["repo"]] if "repo" in data else None)
         outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
         return Response({"query": data["q"], "results": [search_result_data(hit) for hit in outcome.hits]})

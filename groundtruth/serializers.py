@@ -9,11 +9,14 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agentplatform.json_bodies import StrictBodySerializer, StrictRegexField
+from groundtruth.ingest.git_refs import REF_PATTERN, REF_RULE
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestRun, Repository
 from groundtruth.selectors import repository_state
 
-_REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+REPO_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z")
+REPO_RULE = "must be owner/name (letters, digits, '.', '_' or '-')"
 
 
 class HealthCheckSerializer(serializers.Serializer):
@@ -106,23 +109,20 @@ class RepositoryListSerializer(serializers.Serializer):
     repositories = RepositorySerializer(many=True)
 
 
-class IngestRequestSerializer(serializers.Serializer):
-    repo = serializers.CharField(
-        required=False, max_length=200, help_text="owner/name from the registry; omitted: every enabled repository"
+class IngestRequestSerializer(StrictBodySerializer):
+    repo = StrictRegexField(
+        REPO_NAME_PATTERN,
+        required=False,
+        max_length=200,
+        error_messages={"invalid": REPO_RULE},
+        help_text="owner/name from the registry; omitted: every enabled repository",
     )
-    ref = serializers.CharField(
-        required=False, max_length=200, help_text="branch, tag or commit SHA; omitted: the registry's ref"
+    ref = StrictRegexField(
+        REF_PATTERN,
+        required=False,
+        error_messages={"blank": REF_RULE, "invalid": REF_RULE},
+        help_text="branch, tag or commit SHA (git ref-name rules); omitted: the registry's ref",
     )
-
-    def validate_repo(self, value: str) -> str:
-        if not _REPO_NAME.match(value):
-            raise serializers.ValidationError("must be owner/name (letters, digits, '.', '_' or '-')")
-        return value
-
-    def validate_ref(self, value: str) -> str:
-        if value.startswith("-") or any(char.isspace() or ord(char) < 32 for char in value) or ".." in value:
-            raise serializers.ValidationError("must be a branch, tag or commit SHA (no spaces, no leading '-')")
-        return value
 
 
 class IngestRunSerializer(serializers.ModelSerializer):

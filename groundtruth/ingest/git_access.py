@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from groundtruth.ingest.git_refs import REF_RULE, ref_is_valid
 from groundtruth.ingest.source_policy import SourceRefused, SourceUnresolved, remote_addresses, source_location
 
 # Modes in a git tree (`git ls-tree`): regular, executable, symlink, submodule.
@@ -279,8 +280,8 @@ class GitRepository:
 
         Call `fetch()` first. Raises GitError naming the ref when it does not exist.
         """
-        if not ref or ref.startswith("-") or any(char.isspace() for char in ref):
-            raise GitError(f"invalid ref {ref!r}")
+        if not ref_is_valid(ref):
+            raise GitError(f"invalid ref {ref!r}: {REF_RULE}")
         candidates = [ref] if _SHA_RE.match(ref) else [f"refs/heads/{ref}", f"refs/tags/{ref}", ref]
         for candidate in candidates:
             try:

@@ -397,7 +397,7 @@ def test_invalid_json_is_400_problem(api_client):
     response = api_client.post("/api/auth/wallet", "{not json", content_type="application/json")
 
     assert response.status_code == 400
-    assert response.json()["code"] == "malformed_body"
+    assert response.json()["code"] == "invalid_json"
     assert response["Content-Type"] == "application/problem+json"
 
 

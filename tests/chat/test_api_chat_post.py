@@ -152,7 +152,7 @@ def test_malformed_json_is_400_and_stores_nothing(api_client, agent_key):
     response = api_client.post("/api/chat", data='{"message": ', content_type="application/json", **bearer(agent_key))
 
     assert response.status_code == 400
-    assert response.json()["code"] == "malformed_body"
+    assert response.json()["code"] == "invalid_json"
     assert not ChatMessage.objects.exists()
 
 

@@ -1,3 +1,4 @@
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -186,3 +187,14 @@ def test_bucket_bounds_are_exact_to_the_microsecond(api_client):
         {"price": 2.0, "timestamp": "2026-05-01T00:08:34.285715Z"},
         {"price": 3.0, "timestamp": "2026-05-01T01:00:00Z"},
     ]
+
+
+def test_the_published_period_pattern_admits_exactly_the_periods_of_1_to_365_days():
+    from coin.serializers import MAX_PERIOD, PERIOD_PATTERN, PERIOD_UNITS
+
+    spelled = {f"{count}{unit}": count * length for unit, length in PERIOD_UNITS.items() for count in range(10000)}
+    admitted = {text for text in spelled if re.fullmatch(PERIOD_PATTERN, text)}
+
+    assert admitted == {text for text, period in spelled.items() if timedelta(0) < period <= MAX_PERIOD}
+    assert len(admitted) == 8760 + 365 + 52
+    assert re.fullmatch(PERIOD_PATTERN, "07d") is None

@@ -82,9 +82,9 @@ def test_malformed_json_is_400_problem(api_client):
     assert response["Content-Type"] == PROBLEM
     assert response.json() == problem(
         400,
-        "malformed_body",
+        "invalid_json",
         "Bad Request",
-        "JSON parse error - Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        "The body is not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1).",
     )
 
 
