@@ -233,6 +233,60 @@ def test_another_process_shares_the_same_counter(settings):
     assert fourth.status_code == 429
 
 
+COUNTING_PROCESS = """
+import json, os, sys, time
+import django
+django.setup()
+from agentplatform.ratelimits import count_request
+go_file, key, hits = sys.argv[1], sys.argv[2], int(sys.argv[3])
+print("ready", flush=True)
+while not os.path.exists(go_file):
+    time.sleep(0.01)
+usages = [count_request(rate_class="public", key=key) for _ in range(hits)]
+print(json.dumps([[usage.remaining, usage.exceeded] for usage in usages]), flush=True)
+"""
+
+
+def test_two_processes_counting_at_once_allow_exactly_the_limit_between_them(tmp_path):
+    """Two processes (as two gunicorn workers would be) hammer one counter at the same moment."""
+    go_file = tmp_path / "go"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "agentplatform.settings",
+        "RATE_LIMIT_PUBLIC": "25/d",  # a day-long window: no rollover while the processes start
+        "DATABASE_URL": "sqlite:///:memory:",
+    }
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", COUNTING_PROCESS, str(go_file), "ip:198.51.100.14", "20"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        for worker in workers:
+            assert worker.stdout.readline() == "ready\n", worker.stderr.read()
+        go_file.touch()
+        outputs = [worker.communicate(timeout=60) for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+
+    assert [worker.returncode for worker in workers] == [0, 0], [stderr for _, stderr in outputs]
+    usages = [usage for stdout, _ in outputs for usage in json.loads(stdout)]
+    allowed = sorted(remaining for remaining, exceeded in usages if not exceeded)
+    # 40 hits against 25: every count from 1 to 25 was handed out once, across both processes.
+    assert allowed == list(range(25))
+    assert sum(1 for _, exceeded in usages if exceeded) == 15
+    assert all(len(json.loads(stdout)) == 20 for stdout, _ in outputs)
+
+
 def test_concurrent_requests_are_each_counted_once():
     results: list[int | None] = []
 
