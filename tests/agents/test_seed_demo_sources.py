@@ -20,6 +20,9 @@ def demo_settings(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     settings.SOURCE_REGISTRY_REPO = str(tmp_path / "demo-sources" / "registry")
     settings.GIT_CACHE_DIR = tmp_path / "git-cache"
+    # What GIT_LOCAL_ROOTS defaults to for this VAR_DIR: the demo works with the defaults.
+    settings.GIT_LOCAL_ROOTS = [(tmp_path / "demo-sources").resolve()]
+    settings.GIT_ALLOW_PRIVATE_HOSTS = []
     return tmp_path
 
 
