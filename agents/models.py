@@ -14,8 +14,9 @@ class AgentStatus(models.TextChoices):
     ERROR = "error", "Error"
 
 
-# The one place that says which status changes are allowed (DECISIONS.md: staff change status
-# in the admin through these transitions only).
+# The one place that says which status changes are allowed. Product decision: agents have no
+# status API; staff change status in the admin, through these transitions only
+# (docs/spec/DECISIONS.md).
 ALLOWED_STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
     AgentStatus.PENDING: frozenset({AgentStatus.RUNNING, AgentStatus.STOPPED}),
     AgentStatus.RUNNING: frozenset({AgentStatus.PAUSED, AgentStatus.STOPPED, AgentStatus.ERROR}),

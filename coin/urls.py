@@ -4,7 +4,8 @@ from rest_framework.routers import SimpleRouter
 from coin.views import CoinViewSet
 
 # /api/<COIN_SEGMENT>/balance and /api/<COIN_SEGMENT>/history: the segment is the deployment's
-# token name (DECISIONS.md), so the route is built from the setting.
+# token name (COIN_SEGMENT, default `wisent`: one deployment serves one token), so the route
+# is built from the setting.
 router = SimpleRouter(trailing_slash=False)
 router.register(settings.COIN_SEGMENT, CoinViewSet, basename="coin")
 

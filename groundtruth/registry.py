@@ -1,6 +1,6 @@
 """The source registry (sources.yml): parsing, validation, and loading into Repository rows.
 
-Format (DECISIONS.md, "Registry files"):
+Format:
 
     defaults:                      # optional; applied to every repo that does not say otherwise
       ref: main

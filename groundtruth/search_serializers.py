@@ -1,4 +1,4 @@
-"""Input validation and response shapes of GET /search and POST /ask (DECISIONS.md)."""
+"""Input validation and response shapes of GET /search and POST /ask (docs/spec/ground-truth-api.md)."""
 
 from __future__ import annotations
 

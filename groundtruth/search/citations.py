@@ -1,5 +1,6 @@
-"""The citation of a chunk (or of some of its lines): DECISIONS.md's {repo, path, commit, line,
-end_line, url}."""
+"""The citation of a chunk (or of some of its lines): {repo, path, commit, line, end_line, url},
+the shape every /search hit and /ask citation carries, `url` a link to those lines at that commit
+when the repository has a web address (docs/spec/DECISIONS.md)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ def test_every_operation_is_described(schema):
 
 
 def test_every_error_response_is_problem_json(schema):
-    # GET /health answers 503 with its own report (which check failed), as DECISIONS.md specifies.
+    # GET /health answers 503 with its own report (which check failed), not a problem body: a load
+    # balancer and a person both read which dependency is down.
     health_report = ("GET /health", "503")
     wrong = [
         (name, status)
