@@ -276,7 +276,8 @@ API_RESPONSE_CACHE_SECONDS = _non_negative("API_RESPONSE_CACHE_SECONDS", 5)
 # database. (agents/authentication.py)
 CREDENTIAL_CACHE_SECONDS = _non_negative("CREDENTIAL_CACHE_SECONDS", 60)
 
-SIWE_DOMAIN = env.str("SIWE_DOMAIN", default="localhost:8000")
+# The domain a signed SIWE message must name: by default the host and port `make run` serves on.
+SIWE_DOMAIN = env.str("SIWE_DOMAIN", default="") or f"localhost:{env.str('WEB_PORT', default='8000')}"
 SIWE_NONCE_TTL_SECONDS = _positive_int("SIWE_NONCE_TTL_SECONDS", 600)
 WALLET_SESSION_TTL_SECONDS = _positive_int("WALLET_SESSION_TTL_SECONDS", 24 * 3600)
 
