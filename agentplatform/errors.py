@@ -73,7 +73,7 @@ class Forbidden(ApplicationError):
 
 
 class NotFound(ApplicationError):
-    status, code, title = 404, "not_found", "Not found"
+    status, code, title = 404, "not_found", "Not Found"  # the HTTP reason phrase, as on every other 404
 
 
 class Conflict(ApplicationError):

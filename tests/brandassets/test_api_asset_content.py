@@ -145,7 +145,7 @@ def test_unknown_product_kind_or_index_is_404_problem(reader, synced, path, deta
     assert response["Content-Type"] == "application/problem+json"
     assert response.json() == {
         "type": "urn:problem:not_found",
-        "title": "Not found",
+        "title": "Not Found",
         "status": 404,
         "detail": detail,
         "code": "not_found",
@@ -234,7 +234,7 @@ def test_missing_asset_is_404_and_never_served(reader, brand_repos: BrandFixture
     assert response.status_code == 404
     assert response.json() == {
         "type": "urn:problem:asset_missing",
-        "title": "Not found",
+        "title": "Not Found",
         "status": 404,
         "detail": "Asset 1 of acme-app/logo is listed in the registry but its file is missing at its ref; it is not "
         "served until the registry or the repository is fixed.",

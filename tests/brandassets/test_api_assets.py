@@ -183,7 +183,7 @@ def test_unknown_product_or_kind_is_404_problem(reader, synced, path, detail):
     assert response["Content-Type"] == "application/problem+json"
     assert response.json() == {
         "type": "urn:problem:not_found",
-        "title": "Not found",
+        "title": "Not Found",
         "status": 404,
         "detail": detail,
         "code": "not_found",
