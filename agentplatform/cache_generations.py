@@ -5,7 +5,7 @@ still the current generation. Writers bump the generation; they never have to fi
 Two generations exist:
 
 - CREDENTIALS: API keys and wallet sessions (created, edited, revoked, deleted). Guards each
-  worker's in-process cache of verified bearer tokens (agents/authentication.py).
+  worker's in-process cache of verified bearer tokens (agentplatform/authentication.py).
 - RESPONSES: everything the cached public reads show (agents, chat messages, price points).
   Guards the shared cache of rendered responses (agentplatform/response_cache.py).
 

@@ -211,7 +211,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("MAX_REQUEST_BODY_BYTES", 64 * 1024)
 
 # --- REST framework and OpenAPI -------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["agents.authentication.BearerCredentialAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["agentplatform.authentication.BearerCredentialAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["agentplatform.json_bodies.JSONParser"],
@@ -220,6 +220,8 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
     "URL_FORMAT_OVERRIDE": None,
 }
+# Checks a bearer token against the identity app's rows (agentplatform/authentication.py).
+CREDENTIAL_VERIFIER = "agents.credentials.bearer_token_verify"
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent platform and ground-truth API",
     "DESCRIPTION": (
@@ -273,7 +275,7 @@ RATELIMIT_USE_CACHE = "default"
 API_RESPONSE_CACHE_SECONDS = _non_negative("API_RESPONSE_CACHE_SECONDS", 5)
 # Seconds a web worker trusts a bearer token it verified, while no key or session has changed
 # (revocations take effect at once); also how often last_used_at is refreshed. 0: always ask the
-# database. (agents/authentication.py)
+# database. (agentplatform/authentication.py)
 CREDENTIAL_CACHE_SECONDS = _non_negative("CREDENTIAL_CACHE_SECONDS", 60)
 
 # The domain a signed SIWE message must name: by default the host and port `make run` serves on.

@@ -5,6 +5,8 @@ from decimal import Decimal
 from django.db import models
 from django.db.models import Q
 
+from agentplatform.money import MONEY
+
 
 class AgentStatus(models.TextChoices):
     PENDING = "pending", "Pending"
@@ -24,8 +26,6 @@ ALLOWED_STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
     AgentStatus.ERROR: frozenset({AgentStatus.RUNNING, AgentStatus.STOPPED}),
     AgentStatus.STOPPED: frozenset(),
 }
-
-MONEY = {"max_digits": 20, "decimal_places": 8}
 
 
 class Agent(models.Model):
@@ -113,7 +113,10 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
 
+# Bearer token prefixes (agentplatform/authentication.py: `<prefix>_<lookup>_<secret>`).
 KEY_PREFIXES = {ApiKeyKind.AGENT: "ak", ApiKeyKind.USER: "uk", ApiKeyKind.SERVICE: "sk"}
+KIND_BY_PREFIX = {prefix: kind for kind, prefix in KEY_PREFIXES.items()}
+WALLET_SESSION_PREFIX = "ws"
 
 
 class WalletNonce(models.Model):

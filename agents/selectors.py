@@ -7,7 +7,8 @@ from typing import Any
 from django.db.models import Case, DecimalField, ExpressionWrapper, F, QuerySet, When
 
 from agentplatform.errors import NotFound
-from agents.models import MONEY, Agent
+from agentplatform.money import MONEY
+from agents.models import Agent
 
 AGENT_SUMMARY_FIELDS = (
     "instance_id",

@@ -3,20 +3,19 @@ from __future__ import annotations
 from django.utils import timezone
 from eth_utils import is_address
 
+from agentplatform.authentication import new_token
 from agentplatform.cache_generations import CREDENTIALS, RESPONSES, generation_bump
 from agentplatform.errors import Conflict, InvalidInput, NotFound
-from agents.authentication import new_token
 from agents.models import (
     ALLOWED_STATUS_TRANSITIONS,
     KEY_PREFIXES,
+    KIND_BY_PREFIX,
     Agent,
     AgentStatus,
     ApiKey,
     ApiKeyKind,
     ApiKeyScope,
 )
-
-KIND_BY_PREFIX = {prefix: kind for kind, prefix in KEY_PREFIXES.items()}
 
 
 def api_key_validate(

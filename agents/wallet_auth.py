@@ -31,10 +31,10 @@ from eth_account.messages import encode_defunct
 from eth_keys.exceptions import BadSignature
 from eth_utils import is_address, to_checksum_address
 
+from agentplatform.authentication import new_token
 from agentplatform.cache_generations import CREDENTIALS, generation_bump
 from agentplatform.errors import InvalidInput, Unauthenticated
-from agents.authentication import WALLET_SESSION_PREFIX, new_token
-from agents.models import WalletNonce, WalletSession
+from agents.models import WALLET_SESSION_PREFIX, WalletNonce, WalletSession
 
 with warnings.catch_warnings():
     # abnf 2.8 warns that siwe's grammar restates RFC 5234 core rules; harmless (and abnf 2.9,

@@ -16,16 +16,15 @@ from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import viewsets
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
 from agentplatform.errors import InvalidInput, NotFound, problem_responses
+from agentplatform.permissions import HasServiceReadScope
 from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
-from agents.authentication import BearerCredentialAuthentication
-from agents.permissions import HasServiceReadScope
 from brandassets import selectors, services
 from brandassets.models import BrandAsset
 from brandassets.registry import NAME_PATTERN, content_type_for
@@ -51,7 +50,6 @@ def _problems(*statuses: int) -> dict[tuple[int, str], Any]:
 
 PRODUCT_PARAMETER = OpenApiParameter("product", OpenApiTypes.STR, OpenApiParameter.PATH, description="a product name")
 KIND_PARAMETER = OpenApiParameter("kind", OpenApiTypes.STR, OpenApiParameter.PATH, description="an asset kind")
-AUTH = [{"bearerAuth": []}, {"cookieAuth": []}]
 # An asset index in the URL: a non-negative decimal integer, nothing else (no sign, no spaces).
 _INDEX_PATTERN = re.compile(r"^[0-9]+\Z")
 
@@ -67,7 +65,7 @@ def _named_segment(value: str, what: str) -> str:
 class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
     """Brand asset records resolved from brand-assets.yml."""
 
-    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     permission_classes = [HasServiceReadScope]
     serializer_class = BrandAssetSerializer
     pagination_class = None
@@ -81,7 +79,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         ),
         parameters=[AssetQuerySerializer],
         responses={200: BrandAssetSerializer(many=True), **_problems(400)},
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
     )
     def list(self, request: Request) -> Response:
         assets = selectors.asset_list(**query_validated(AssetQuerySerializer, request))
@@ -91,7 +89,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         operation_id="assets_products",
         summary="Products that have assets",
         responses={200: AssetProductSerializer(many=True)},
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
     )
     def products(self, request: Request) -> Response:
         return Response(AssetProductSerializer(selectors.asset_products(), many=True).data)
@@ -101,7 +99,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         summary="Kinds of asset",
         description="Every kind some product has served assets of, with those products.",
         responses={200: AssetKindSerializer(many=True)},
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
     )
     def kinds(self, request: Request) -> Response:
         return Response(AssetKindSerializer(selectors.asset_kinds(), many=True).data)
@@ -111,7 +109,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         summary="Assets of one product and kind",
         parameters=[PRODUCT_PARAMETER, KIND_PARAMETER],
         responses={200: BrandAssetSerializer(many=True), **_problems(404)},
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
     )
     def of_product_kind(self, request: Request, product: str, kind: str) -> Response:
         product, kind = _named_segment(product, "product"), _named_segment(kind, "kind")
@@ -153,7 +151,7 @@ def _etag_matches(if_none_match: str, blob_sha: str) -> bool:
 class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
     """The raw bytes of one asset, read from git at its registered ref (works for private repos)."""
 
-    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     permission_classes = [HasServiceReadScope]
     renderer_classes = [JSONRenderer, AnyMediaTypeRenderer]
 
@@ -183,7 +181,7 @@ class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
             304: OpenApiResponse(description="Not modified: the ETag matched If-None-Match."),
             **_problems(400, 404, 503),
         },
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
     )
     def content(self, request: Request, product: str, kind: str, asset_index: str) -> HttpResponse:
         product, kind = _named_segment(product, "product"), _named_segment(kind, "kind")

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from agentplatform.errors import InvalidInput
 from agentplatform.json_bodies import StrictBodySerializer, StrictCharField
 from agentplatform.query_params import QueryIntegerField
-from agents.serializers import FlatRowSerializer
+from agentplatform.serializer_fields import FlatRowSerializer
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, MessageType
 from chat.services import IDEMPOTENCY_KEY_MAX_LENGTH, MESSAGE_RULE
 

@@ -9,10 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.errors import problem_responses
+from agentplatform.permissions import IsAgentKey
 from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agentplatform.response_cache import cached_response
-from agents.permissions import IsAgentKey
 from chat.selectors import chat_feed, chat_message_get
 from chat.serializers import (
     IDEMPOTENCY_KEY_PATTERN,

@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.db import models
 from django.db.models import Q
 
-from agents.models import MONEY
+from agentplatform.money import MONEY
 
 
 class Wallet(models.Model):

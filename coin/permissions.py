@@ -6,11 +6,10 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from agentplatform.authentication import USER, WALLET, Principal
 from agentplatform.errors import Forbidden
-from agents.authentication import Principal
-from agents.models import ApiKeyKind
 
-WALLET_CREDENTIAL_KINDS = frozenset({"wallet", ApiKeyKind.USER})
+WALLET_CREDENTIAL_KINDS = frozenset({WALLET, USER})
 
 
 class IsWalletCredential(BasePermission):

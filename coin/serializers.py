@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictRegexField
 from agentplatform.query_params import QueryIntegerField
-from agents.serializers import FlatRowSerializer, MoneyField
+from agentplatform.serializer_fields import FlatRowSerializer, MoneyField
 from coin.addresses import ADDRESS_PATTERN, ADDRESS_RULE, wallet_address_normalize
 
 PERIOD_UNITS: dict[str, timedelta] = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import viewsets
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
 from agentplatform.errors import problem_responses
+from agentplatform.permissions import HasServiceReadScope
 from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
-from agents.authentication import BearerCredentialAuthentication
-from agents.permissions import HasServiceReadScope
 from groundtruth.search.ask import question_answer
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 from groundtruth.search_serializers import (
@@ -25,7 +24,6 @@ from groundtruth.search_serializers import (
     search_result_data,
 )
 
-AUTH = [{"bearerAuth": []}, {"cookieAuth": []}]
 AUTH_ERRORS = {
     401: "No credentials, or a bearer token that is malformed, unknown, expired or revoked.",
     403: "The credentials lack the `read` scope (a service key with scope read, or a staff session, is needed).",
@@ -35,7 +33,7 @@ AUTH_ERRORS = {
 class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     """Hybrid (BM25 + vector) search over the indexed chunks."""
 
-    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     permission_classes = [HasServiceReadScope]
 
     @extend_schema(
@@ -61,7 +59,7 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
                 }
             ),
         },
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
         tags=["ground truth"],
     )
     def list(self, request: Request) -> Response:
@@ -74,7 +72,7 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
 class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     """Questions answered from the indexed documentation, always with citations."""
 
-    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     permission_classes = [HasServiceReadScope]
 
     @extend_schema(
@@ -113,7 +111,7 @@ class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
                 request_only=True,
             )
         ],
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
         tags=["ground truth"],
     )
     def create(self, request: Request) -> Response:

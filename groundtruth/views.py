@@ -10,15 +10,14 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
 from agentplatform.errors import problem_responses
+from agentplatform.permissions import HasServiceIngestScope, HasServiceReadScope
 from agentplatform.ratelimits import RateLimitedViewMixin
-from agents.authentication import BearerCredentialAuthentication
-from agents.permissions import HasServiceIngestScope, HasServiceReadScope
 from groundtruth import selectors, services
 from groundtruth.models import IngestTrigger
 from groundtruth.serializers import (
@@ -29,8 +28,6 @@ from groundtruth.serializers import (
     RegistrySummarySerializer,
     RepositoryListSerializer,
 )
-
-AUTH = [{"bearerAuth": []}, {"cookieAuth": []}]
 
 
 class HealthViewSet(viewsets.ViewSet):
@@ -62,7 +59,7 @@ class HealthViewSet(viewsets.ViewSet):
 class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
     """The repositories of the source registry, with their ingest state."""
 
-    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     permission_classes = [HasServiceReadScope]
     pagination_class = None
 
@@ -76,7 +73,7 @@ class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
             "and the problem of the last invalid one, if any. Never contains credentials."
         ),
         responses={200: RepositoryListSerializer},
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
     )
     def list(self, request: Request) -> Response:
         registry = selectors.registry_current()
@@ -93,7 +90,7 @@ class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
 class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
     """Start ingest runs and follow them."""
 
-    authentication_classes = [BearerCredentialAuthentication, SessionAuthentication]
+    authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     pagination_class = None
 
     def get_permissions(self) -> list[Any]:
@@ -126,7 +123,7 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
                 }
             ),
         },
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
     )
     def create(self, request: Request) -> Response:
         payload = IngestRequestSerializer(data=request.data)
@@ -154,7 +151,7 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
             "`read` or `ingest`."
         ),
         responses={200: IngestRunSerializer, **problem_responses({404: "No ingest run with this id."})},
-        auth=AUTH,
+        auth=SERVICE_OPENAPI_SECURITY,
     )
     def retrieve(self, request: Request, run_id: int) -> Response:
         services.ingest_runs_stale_clear()

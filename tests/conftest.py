@@ -31,8 +31,8 @@ def _clear_our_redis_keys() -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_redis_state():
+    from agentplatform.authentication import verified_credentials
     from agentplatform.response_cache import rendered_responses
-    from agents.authentication import verified_credentials
     from groundtruth.selectors import health_probe
 
     # Nothing a test's requests remembered in this process outlives the test.

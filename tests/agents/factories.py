@@ -8,8 +8,8 @@ from decimal import Decimal
 import factory
 from django.utils import timezone
 
-from agents.authentication import WALLET_SESSION_PREFIX, new_token
-from agents.models import Agent, AgentStatus, ApiKeyKind, WalletSession
+from agentplatform.authentication import new_token
+from agents.models import WALLET_SESSION_PREFIX, Agent, AgentStatus, ApiKeyKind, WalletSession
 from agents.services import api_key_create, api_key_revoke
 
 

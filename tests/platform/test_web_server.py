@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agents.authentication import new_token
+from agentplatform.authentication import new_token
 from tests import celeryworker
 from tests.conftest import closed_port
 from tests.groundtruth.factories import service_key

@@ -1,4 +1,5 @@
-"""Who may call what (DECISIONS.md, Authentication)."""
+"""Who may call what (DECISIONS.md, Authentication), by the kind and scopes of the principal
+that agentplatform/authentication.py put on the request."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from agents.models import ApiKeyKind, ApiKeyScope
+from agentplatform.authentication import AGENT, SERVICE
+
+# Scopes a service key may hold.
+READ_SCOPE = "read"
+INGEST_SCOPE = "ingest"
 
 
 def _principal_kind(request: Request) -> str | None:
@@ -17,7 +22,7 @@ class IsAgentKey(BasePermission):
     message = "Only an agent API key may do this."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        return _principal_kind(request) == ApiKeyKind.AGENT
+        return _principal_kind(request) == AGENT
 
 
 class _ServiceScope(BasePermission):
@@ -29,7 +34,7 @@ class _ServiceScope(BasePermission):
         user = request.user
         if user is not None and getattr(user, "is_staff", False) and getattr(user, "is_active", False):
             return True
-        return _principal_kind(request) == ApiKeyKind.SERVICE and self.scope in user.scopes
+        return _principal_kind(request) == SERVICE and self.scope in user.scopes
 
     @property
     def message(self) -> str:
@@ -37,8 +42,8 @@ class _ServiceScope(BasePermission):
 
 
 class HasServiceReadScope(_ServiceScope):
-    scope = ApiKeyScope.READ
+    scope = READ_SCOPE
 
 
 class HasServiceIngestScope(_ServiceScope):
-    scope = ApiKeyScope.INGEST
+    scope = INGEST_SCOPE

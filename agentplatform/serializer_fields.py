@@ -1,0 +1,86 @@
+"""Serializer fields every app's shapes share: money as JSON numbers, blank text as null, and the
+fast output-only row serializer of the hot list endpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from rest_framework import serializers
+
+from agentplatform.money import MONEY
+
+
+class MoneyField(serializers.DecimalField):
+    """A NUMERIC amount sent as a JSON number (not a string, which DRF emits by default)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_digits", None)  # no digit cap on output: products (market cap) exceed the column size
+        kwargs.setdefault("decimal_places", MONEY["decimal_places"])
+        kwargs.setdefault("read_only", True)
+        super().__init__(coerce_to_string=False, **kwargs)
+
+
+class BlankAsNullCharField(serializers.CharField):
+    """An optional text column stored as "" and sent as null, so clients test one value for absent."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(read_only=True, allow_null=True, **kwargs)
+
+    def to_representation(self, value: str) -> str | None:
+        return value or None
+
+
+def _number(value: Decimal | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _timestamp(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    text = value.astimezone(UTC).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def _text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def _converter(field: serializers.Field) -> Callable[[Any], Any]:
+    if isinstance(field, serializers.DecimalField):
+        return _number
+    if isinstance(field, serializers.DateTimeField):
+        return _timestamp
+    if isinstance(field, BlankAsNullCharField):
+        return lambda value: value or None
+    if isinstance(field, serializers.CharField):
+        return _text
+    return lambda value: value
+
+
+class FlatRowSerializer(serializers.Serializer):
+    # Output-only shape for the hot list endpoints.
+    #
+    # The declared fields document the shape (OpenAPI); `to_representation` reads each one straight
+    # from a row (a `.values()` dict or an object) with a converter picked once per class: Decimal
+    # -> JSON number, datetime -> ISO 8601 UTC with `Z`, ids -> strings. The result equals DRF's own
+    # field-by-field output for the same declared fields (money is already at its scale in the
+    # database), about ten times faster on a page of 100 rows, which the benchmarks need.
+    # (A comment, not a docstring: drf-spectacular would print a docstring in every subclass's schema.)
+
+    _plan_cache: ClassVar[dict[type, list[tuple[str, str, Callable[[Any], Any]]]]] = {}
+
+    @classmethod
+    def _plan(cls) -> list[tuple[str, str, Callable[[Any], Any]]]:
+        plan = FlatRowSerializer._plan_cache.get(cls)
+        if plan is None:
+            plan = [(name, field.source or name, _converter(field)) for name, field in cls._declared_fields.items()]
+            FlatRowSerializer._plan_cache[cls] = plan
+        return plan
+
+    def to_representation(self, row: Any) -> dict[str, Any]:
+        if isinstance(row, Mapping):
+            return {name: convert(row[source]) for name, source, convert in self._plan()}
+        return {name: convert(getattr(row, source)) for name, source, convert in self._plan()}
