@@ -1,5 +1,5 @@
-"""Serializer fields every app's shapes share: money as JSON numbers, blank text as null, and the
-fast output-only row serializer of the hot list endpoints."""
+"""Serializer fields every app's shapes share: money as JSON numbers, blank text as null, wallet
+addresses, and the fast output-only row serializer of the hot list endpoints."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any, ClassVar
 
 from rest_framework import serializers
 
+from agentplatform.json_bodies import StrictRegexField
 from agentplatform.money import MONEY
+from agentplatform.wallet_addresses import ADDRESS_PATTERN, ADDRESS_RULE, wallet_address_normalize
 
 
 class MoneyField(serializers.DecimalField):
@@ -84,3 +86,21 @@ class FlatRowSerializer(serializers.Serializer):
         if isinstance(row, Mapping):
             return {name: convert(row[source]) for name, source, convert in self._plan()}
         return {name: convert(getattr(row, source)) for name, source, convert in self._plan()}
+
+
+class WalletAddressField(StrictRegexField):
+    """A wallet address by the one rule (agentplatform/wallet_addresses.py), normalised to lower case."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # An optional address sent empty is malformed, not missing.
+        blank = f"required: {ADDRESS_RULE}" if kwargs.get("required", True) else ADDRESS_RULE
+        errors = {"required": f"required: {ADDRESS_RULE}", "blank": blank, "invalid": ADDRESS_RULE}
+        kwargs.setdefault("error_messages", errors)
+        super().__init__(ADDRESS_PATTERN, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        text = super().to_internal_value(data)
+        try:
+            return wallet_address_normalize(text)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc

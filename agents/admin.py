@@ -15,11 +15,11 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from agentplatform.errors import ApplicationError
+from agentplatform.wallet_addresses import wallet_address_normalize
 from agents import admin_keys  # noqa: F401  (API key and wallet session admin, registered on import)
 from agents.models import ALLOWED_STATUS_TRANSITIONS, Agent, AgentStatus
 from agents.selectors import agent_with_runway_queryset
 from agents.services import agent_status_change
-from coin.addresses import wallet_address_normalize
 
 # Money moves through the platform, not through this form: once an agent exists its figures
 # are shown, not edited (a form save would overwrite concurrent updates).

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from eth_utils import is_address
 from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
 from agentplatform.query_params import QueryIntegerField
+from agentplatform.serializer_fields import WalletAddressField
 from agents.wallet_auth import MAX_MESSAGE_LENGTH
 
-ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}\Z"
-ADDRESS_RULE = "must be a 0x-prefixed 20-byte hex address (lower-case or EIP-55 checksum)"
 # EIP-155 leaves chain ids unbounded; wallets keep them within JSON's exact integers.
 CHAIN_ID_MAX = 2**53 - 1
 CHAIN_ID_RULE = f"must be an EIP-155 chain id: an integer from 1 to {CHAIN_ID_MAX}"
 
 
 class NonceQuerySerializer(serializers.Serializer):
-    address = StrictRegexField(
-        ADDRESS_PATTERN,
+    address = WalletAddressField(
         required=False,
-        error_messages={"invalid": ADDRESS_RULE, "blank": ADDRESS_RULE},
         help_text="Optional wallet address: the response then carries the exact `message` for it to sign.",
     )
     chain_id = QueryIntegerField(
@@ -31,11 +27,6 @@ class NonceQuerySerializer(serializers.Serializer):
         error_messages=dict.fromkeys(("invalid", "min_value", "max_value", "max_string_length"), CHAIN_ID_RULE),
         help_text="EIP-155 chain id to put in the message (default 1).",
     )
-
-    def validate_address(self, value: str) -> str:
-        if not is_address(value):  # the shape is checked; a mixed-case address must pass its checksum
-            raise serializers.ValidationError("the mixed-case address does not match its EIP-55 checksum")
-        return value
 
 
 class NonceSerializer(serializers.Serializer):

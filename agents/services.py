@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from django.utils import timezone
-from eth_utils import is_address
 
 from agentplatform.authentication import new_token
 from agentplatform.cache_generations import CREDENTIALS, RESPONSES, generation_bump
 from agentplatform.errors import Conflict, InvalidInput, NotFound
+from agentplatform.wallet_addresses import wallet_address_normalize
 from agents.models import (
     ALLOWED_STATUS_TRANSITIONS,
     KEY_PREFIXES,
@@ -33,10 +33,11 @@ def api_key_validate(
         raise InvalidInput.for_field("agent", "an agent key needs an agent, and only an agent key has one")
     if (kind == ApiKeyKind.USER) != bool(wallet_address):
         raise InvalidInput.for_field("wallet_address", "a user key needs a wallet address, and only a user key has one")
-    if wallet_address and not is_address(wallet_address):
-        raise InvalidInput.for_field(
-            "wallet_address", "must be a 0x-prefixed 40-digit hex address (lower-case or EIP-55 checksum)"
-        )
+    if wallet_address:
+        try:
+            wallet_address_normalize(wallet_address)
+        except ValueError as exc:
+            raise InvalidInput.for_field("wallet_address", str(exc)) from exc
     normalized = sorted(set(scopes or []))
     if unknown := set(normalized) - set(ApiKeyScope.values):
         raise InvalidInput.for_field("scopes", f"unknown scopes {sorted(unknown)}; allowed: read, ingest")

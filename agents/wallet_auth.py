@@ -29,11 +29,12 @@ from django.utils import timezone
 from eth_account import Account
 from eth_account.messages import encode_defunct
 from eth_keys.exceptions import BadSignature
-from eth_utils import is_address, to_checksum_address
+from eth_utils import to_checksum_address
 
 from agentplatform.authentication import new_token
 from agentplatform.cache_generations import CREDENTIALS, generation_bump
 from agentplatform.errors import InvalidInput, Unauthenticated
+from agentplatform.wallet_addresses import wallet_address_normalize
 from agents.models import WALLET_SESSION_PREFIX, WalletNonce, WalletSession
 
 with warnings.catch_warnings():
@@ -62,11 +63,13 @@ def wallet_nonce_issue() -> WalletNonce:
 
 def wallet_sign_in_message(*, nonce: WalletNonce, address: str, uri: str, chain_id: int = 1) -> str:
     """The EIP-4361 message for `address` to sign with `nonce`, as a wallet would show it."""
-    if not is_address(address):
-        raise InvalidInput.for_field("address", "must be a 0x-prefixed 20-byte hex address")
+    try:
+        address = wallet_address_normalize(address)
+    except ValueError as exc:
+        raise InvalidInput.for_field("address", str(exc)) from exc
     message = SiweMessage(
         domain=settings.SIWE_DOMAIN,
-        address=to_checksum_address(address),
+        address=to_checksum_address(address),  # EIP-4361 wants the checksummed form
         statement=SIGN_IN_STATEMENT,
         uri=uri,
         version="1",

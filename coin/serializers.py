@@ -9,10 +9,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentplatform.json_bodies import StrictRegexField
 from agentplatform.query_params import QueryIntegerField
-from agentplatform.serializer_fields import FlatRowSerializer, MoneyField
-from coin.addresses import ADDRESS_PATTERN, ADDRESS_RULE, wallet_address_normalize
+from agentplatform.serializer_fields import FlatRowSerializer, MoneyField, WalletAddressField
+from agentplatform.wallet_addresses import ADDRESS_RULE
 
 PERIOD_UNITS: dict[str, timedelta] = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 MAX_PERIOD = timedelta(days=365)
@@ -31,22 +30,6 @@ _PERIOD_PATTERN = re.compile(PERIOD_PATTERN)
 HISTORY_LIMIT_MAX = 1000
 HISTORY_LIMIT_DEFAULT = 100
 HISTORY_LIMIT_RULE = f"must be an integer from 1 to {HISTORY_LIMIT_MAX}"
-
-
-class WalletAddressField(StrictRegexField):
-    """A wallet address, normalised to lower case (see coin.addresses)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        message = f"required: {ADDRESS_RULE}"
-        kwargs.setdefault("error_messages", {"required": message, "blank": message, "invalid": ADDRESS_RULE})
-        super().__init__(ADDRESS_PATTERN, **kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        text = super().to_internal_value(data)
-        try:
-            return wallet_address_normalize(text)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
 
 
 class PeriodField(serializers.CharField):

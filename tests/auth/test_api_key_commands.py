@@ -17,6 +17,9 @@ from tests.auth.signing import WALLET
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.auth.urls_probe")]
 
 SECRET_SHAPE = re.compile(r"^(ak|uk|sk)_([0-9a-f]{12})_[A-Za-z0-9_-]{43}$")
+ADDRESS_RULE = (
+    "must be a 0x-prefixed 40-digit hex wallet address; mixed-case addresses must carry a valid EIP-55 checksum"
+)
 
 
 def run(command: str, *args: str) -> tuple[str, str]:
@@ -71,10 +74,8 @@ def test_service_key_takes_repeated_scopes():
             ["--kind", "user", "--name", "x"],
             "wallet_address: a user key needs a wallet address, and only a user key has one",
         ),
-        (
-            ["--kind", "user", "--wallet", "0x123", "--name", "x"],
-            "wallet_address: must be a 0x-prefixed 40-digit hex address (lower-case or EIP-55 checksum)",
-        ),
+        (["--kind", "user", "--wallet", "0x123", "--name", "x"], f"wallet_address: {ADDRESS_RULE}"),
+        (["--kind", "user", "--wallet", "0X" + "A" * 40, "--name", "x"], f"wallet_address: {ADDRESS_RULE}"),
         (["--kind", "service", "--name", "x"], "scopes: a service key needs at least one scope: read, ingest"),
         (
             ["--kind", "user", "--wallet", "0x" + "a" * 40, "--scope", "read", "--name", "x"],

@@ -108,12 +108,15 @@ def test_nonce_for_an_address_carries_the_exact_message_to_sign_and_it_signs_in(
     assert signed_in.json()["address"] == WALLET.address.lower()
 
 
-def test_nonce_with_a_bad_address_is_400_and_issues_nothing(api_client):
-    response = api_client.get("/api/auth/nonce", {"address": "0x1234"})
+@pytest.mark.parametrize("address", ["0x1234", "", "0X" + "A" * 40, "a" * 40])
+def test_nonce_with_a_bad_address_is_400_and_issues_nothing(api_client, address):
+    response = api_client.get("/api/auth/nonce", {"address": address})
 
     assert response.status_code == 400
     assert response["Content-Type"] == "application/problem+json"
-    message = "must be a 0x-prefixed 20-byte hex address (lower-case or EIP-55 checksum)"
+    message = (
+        "must be a 0x-prefixed 40-digit hex wallet address; mixed-case addresses must carry a valid EIP-55 checksum"
+    )
     assert response.json() == problem(
         400, "invalid", f"address: {message}", "Invalid input", [{"field": "address", "message": message}]
     )

@@ -1,4 +1,5 @@
-"""Wallet address parsing: one rule for every endpoint that takes an address."""
+"""Wallet addresses: one rule for every endpoint, form and command that takes one (the balance
+query, the SIWE nonce, user API keys, an agent's owner in the admin), stored lower case."""
 
 from __future__ import annotations
 
