@@ -124,7 +124,7 @@ def child_setup() -> None:
 def child_ingest(repo: str) -> dict[str, object]:
     child_setup()
     from groundtruth.embeddings import embedding_backend
-    from groundtruth.services import ingest_foreground
+    from groundtruth.ingest.foreground import ingest_foreground
 
     backend = embedding_backend()
     if backend.enabled:

@@ -238,8 +238,8 @@ def repositories_prepare(evaluation: EvaluationSet, workdir: Path) -> Path:
 
 
 def corpus_ingest() -> None:
+    from groundtruth.ingest.foreground import ingest_foreground
     from groundtruth.models import IngestStatus, IngestTrigger
-    from groundtruth.services import ingest_foreground
 
     started = time.monotonic()
     runs = ingest_foreground(repository_name=None, ref=None, trigger=IngestTrigger.COMMAND)

@@ -1,4 +1,6 @@
-"""The source registry (sources.yml): parsing, validation, and loading into Repository rows.
+"""The source registry (sources.yml): parsing and validation, where it lives, and how it is named.
+
+Loading it into the Registry and Repository rows is a write: `groundtruth.services.registry_load`.
 
 Format:
 
@@ -48,14 +50,11 @@ from urllib.parse import urlsplit
 
 import yaml
 from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
 from wcmatch import glob as wcglob
 
-from groundtruth.ingest.git_access import GitError, registry_repository
 from groundtruth.ingest.git_refs import REF_RULE, ref_is_valid
 from groundtruth.ingest.source_policy import SourceRefused, source_location
-from groundtruth.models import Registry, Repository, TrustTier
+from groundtruth.models import TrustTier
 
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 REPO_TRUST_TIERS = (TrustTier.CANONICAL.value, TrustTier.REVIEWED.value, TrustTier.COMMUNITY.value)
@@ -340,7 +339,7 @@ def _repository(
     )
 
 
-# --- loading ---------------------------------------------------------------------------------
+# --- where it lives --------------------------------------------------------------------------
 def registry_location() -> str:
     """How the registry is named in the Registry row and the admin (never holds credentials)."""
     source = settings.SOURCE_REGISTRY_REPO
@@ -360,77 +359,3 @@ def registry_base_dir() -> Path | None:
     if not parts.scheme or len(parts.scheme) == 1:
         return Path(source).expanduser().resolve().parent
     return None
-
-
-def registry_load() -> tuple[Registry, SourceRegistry]:
-    """Re-reads sources.yml from the registry repository and syncs the Repository rows.
-
-    On success the Registry row keeps the new content and commit, every listed repository is
-    created or updated, and repositories no longer listed are disabled (their index stays).
-    On failure (invalid file, missing file or ref) the error is recorded on the Registry row,
-    the last good registry and the Repository rows are left as they were, and RegistryInvalid is
-    raised. GitNetworkError passes through unchanged so callers can retry.
-    """
-    location = registry_location()
-    registry_row, _ = Registry.objects.get_or_create(location=location)
-    filename = settings.SOURCE_REGISTRY_PATH
-    repository = registry_repository()
-    try:
-        try:
-            source_location(settings.SOURCE_REGISTRY_REPO)
-        except SourceRefused as exc:
-            raise RegistryInvalid([f"SOURCE_REGISTRY_REPO: {exc}"]) from exc
-        repository.fetch()
-        commit = repository.resolve(settings.SOURCE_REGISTRY_REF)
-        try:
-            content = repository.read_file(commit, filename)
-        except GitError as exc:
-            problem = f"{filename}: not found at commit {commit[:12]} of the registry repository"
-            raise RegistryInvalid([problem]) from exc
-        parsed = registry_parse(content=content, filename=filename, base_dir=registry_base_dir())
-    except RegistryInvalid as exc:
-        _registry_error_record(registry_row, "\n".join(exc.errors))
-        raise
-    except GitError as exc:
-        if exc.__class__ is GitError:  # terminal: the repository or ref is missing
-            _registry_error_record(registry_row, str(exc))
-            raise RegistryInvalid([f"{settings.SOURCE_REGISTRY_REPO}: {exc}"]) from exc
-        _registry_error_record(registry_row, str(exc))
-        raise
-    with transaction.atomic():
-        Registry.objects.filter(pk=registry_row.pk).update(
-            commit=commit,
-            content=content.decode("utf-8"),
-            loaded_at=timezone.now(),
-            last_error="",
-            last_error_at=None,
-        )
-        registry_repositories_sync(registry=registry_row, parsed=parsed)
-    registry_row.refresh_from_db()
-    return registry_row, parsed
-
-
-def _registry_error_record(registry_row: Registry, error: str) -> None:
-    Registry.objects.filter(pk=registry_row.pk).update(last_error=error, last_error_at=timezone.now())
-
-
-def registry_repositories_sync(*, registry: Registry, parsed: SourceRegistry) -> None:
-    """Upserts one Repository row per listed repo; repos no longer listed are disabled."""
-    listed = set()
-    for spec in parsed.repositories:
-        listed.add(spec.name)
-        Repository.objects.update_or_create(
-            name=spec.name,
-            defaults={
-                "registry": registry,
-                "url": spec.url,
-                "ref": spec.ref,
-                "trust": spec.trust,
-                "owners": list(spec.owners),
-                "include": list(spec.include),
-                "exclude": list(spec.exclude),
-                "enabled": spec.enabled,
-                "is_transcript": spec.is_transcript,
-            },
-        )
-    Repository.objects.exclude(name__in=listed).filter(enabled=True).update(enabled=False, updated_at=timezone.now())

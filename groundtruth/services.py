@@ -1,10 +1,8 @@
-"""Writes of the ground-truth app: ingest runs (request, claim, fail, stale clearing) and the
-beat schedule. The ingest itself is `groundtruth.ingest.pipeline.ingest_run_execute`.
+"""Writes of the ground-truth app: loading the source registry into Repository rows, ingest
+requests, the beat schedule and re-embedding.
 
-Run life cycle: queued -> running -> succeeded | failed. A repository has at most one queued or
-running run (partial unique constraint `one_active_ingest_run_per_repository`): a second request
-gets the active run back instead of a new one. A worker takes a run with a conditional update
-(`ingest_run_claim`), so a redelivered or duplicated task never runs it twice.
+An ingest run's own transitions (claim, heartbeat, succeed, fail, requeue, stale clearing) are
+`groundtruth.ingest.runs`; the ingest itself is `groundtruth.ingest.pipeline.ingest_run_execute`.
 """
 
 from __future__ import annotations
@@ -12,58 +10,104 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import transaction
 from django.utils import timezone
 
 from agentplatform.errors import Conflict, NotFound, ServiceUnavailable
-from groundtruth.ingest.git_access import GitNetworkError
-from groundtruth.models import IngestRun, IngestStatus, IngestTrigger, Repository
-from groundtruth.registry import RegistryInvalid, registry_load
+from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
+from groundtruth.ingest.git_access import GitError, GitNetworkError, registry_repository
+from groundtruth.ingest.index_text import heading_text, passage_text
+from groundtruth.ingest.runs import RunRequest, ingest_run_request, ingest_runs_enqueue
+from groundtruth.ingest.source_policy import SourceRefused, source_location
+from groundtruth.models import Chunk, IngestTrigger, Registry, Repository
+from groundtruth.registry import (
+    RegistryInvalid,
+    SourceRegistry,
+    registry_base_dir,
+    registry_location,
+    registry_parse,
+)
 
 logger = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[str, int, int], None]  # (phase, done, total)
-
-ACTIVE_STATUSES = (IngestStatus.QUEUED, IngestStatus.RUNNING)
-STALE_RUNNING_ERROR = (
-    "The worker stopped sending heartbeats (it died or was killed); the run was abandoned and "
-    "the previous index is still served."
-)
-STALE_QUEUED_ERROR = "No worker started this run in time; the previous index is still served."
 INGEST_ALL_TASK_NAME = "groundtruth: re-ingest every enabled repository"
 STALE_CLEAR_TASK_NAME = "groundtruth: clear stale ingest runs"
 
 
-@dataclass(frozen=True)
-class RunRequest:
-    run: IngestRun
-    created: bool
+def registry_load() -> tuple[Registry, SourceRegistry]:
+    """Re-reads sources.yml from the registry repository and syncs the Repository rows.
 
-
-def ingest_run_request(*, repository: Repository, ref: str | None, trigger: str) -> RunRequest:
-    """The active run of `repository`, or a new queued one at `ref` (default: the registry's).
-
-    The caller enqueues `ingest_repo` for a created run (on commit).
+    On success the Registry row keeps the new content and commit, every listed repository is
+    created or updated, and repositories no longer listed are disabled (their index stays).
+    On failure (invalid file, missing file or ref) the error is recorded on the Registry row,
+    the last good registry and the Repository rows are left as they were, and RegistryInvalid is
+    raised. GitNetworkError passes through unchanged so callers can retry.
     """
-    ingest_runs_stale_clear()
-    active = IngestRun.objects.filter(repository=repository, status__in=ACTIVE_STATUSES).first()
-    if active is not None:
-        return RunRequest(run=active, created=False)
+    location = registry_location()
+    registry_row, _ = Registry.objects.get_or_create(location=location)
+    filename = settings.SOURCE_REGISTRY_PATH
+    repository = registry_repository()
     try:
-        with transaction.atomic():
-            run = IngestRun.objects.create(repository=repository, ref=ref or repository.ref, trigger=trigger)
-    except IntegrityError:
-        # Another request created one between our read and our insert.
-        active = IngestRun.objects.filter(repository=repository, status__in=ACTIVE_STATUSES).first()
-        if active is None:
-            raise
-        return RunRequest(run=active, created=False)
-    return RunRequest(run=run, created=True)
+        try:
+            source_location(settings.SOURCE_REGISTRY_REPO)
+        except SourceRefused as exc:
+            raise RegistryInvalid([f"SOURCE_REGISTRY_REPO: {exc}"]) from exc
+        repository.fetch()
+        commit = repository.resolve(settings.SOURCE_REGISTRY_REF)
+        try:
+            content = repository.read_file(commit, filename)
+        except GitError as exc:
+            problem = f"{filename}: not found at commit {commit[:12]} of the registry repository"
+            raise RegistryInvalid([problem]) from exc
+        parsed = registry_parse(content=content, filename=filename, base_dir=registry_base_dir())
+    except RegistryInvalid as exc:
+        _registry_error_record(registry_row, "\n".join(exc.errors))
+        raise
+    except GitError as exc:
+        if exc.__class__ is GitError:  # terminal: the repository or ref is missing
+            _registry_error_record(registry_row, str(exc))
+            raise RegistryInvalid([f"{settings.SOURCE_REGISTRY_REPO}: {exc}"]) from exc
+        _registry_error_record(registry_row, str(exc))
+        raise
+    with transaction.atomic():
+        Registry.objects.filter(pk=registry_row.pk).update(
+            commit=commit,
+            content=content.decode("utf-8"),
+            loaded_at=timezone.now(),
+            last_error="",
+            last_error_at=None,
+        )
+        registry_repositories_sync(registry=registry_row, parsed=parsed)
+    registry_row.refresh_from_db()
+    return registry_row, parsed
+
+
+def _registry_error_record(registry_row: Registry, error: str) -> None:
+    Registry.objects.filter(pk=registry_row.pk).update(last_error=error, last_error_at=timezone.now())
+
+
+def registry_repositories_sync(*, registry: Registry, parsed: SourceRegistry) -> None:
+    """Upserts one Repository row per listed repo; repos no longer listed are disabled."""
+    listed = set()
+    for spec in parsed.repositories:
+        listed.add(spec.name)
+        Repository.objects.update_or_create(
+            name=spec.name,
+            defaults={
+                "registry": registry,
+                "url": spec.url,
+                "ref": spec.ref,
+                "trust": spec.trust,
+                "owners": list(spec.owners),
+                "include": list(spec.include),
+                "exclude": list(spec.exclude),
+                "enabled": spec.enabled,
+                "is_transcript": spec.is_transcript,
+            },
+        )
+    Repository.objects.exclude(name__in=listed).filter(enabled=True).update(enabled=False, updated_at=timezone.now())
 
 
 def ingest_request(
@@ -98,7 +142,8 @@ def ingest_request(
     # the runs and their enqueueing commit together.
     with transaction.atomic():
         requests = [ingest_run_request(repository=repository, ref=ref, trigger=trigger) for repository in repositories]
-        _runs_enqueue(requests, enqueue=enqueue)
+        if enqueue:
+            ingest_runs_enqueue(runs=[request.run for request in requests if request.created])
         if enqueue and any(request.created for request in requests):
             _brand_assets_sync_enqueue()
     return requests
@@ -110,107 +155,6 @@ def _brand_assets_sync_enqueue() -> None:
     from brandassets.tasks import asset_registry_sync_task
 
     transaction.on_commit(lambda: asset_registry_sync_task.apply_async(queue=settings.CELERY_TASK_DEFAULT_QUEUE))
-
-
-def _runs_enqueue(requests: list[RunRequest], *, enqueue: bool) -> None:
-    from groundtruth.tasks import ingest_repo
-
-    for request in requests:
-        if request.created and enqueue:
-            run = request.run
-            transaction.on_commit(
-                lambda run=run: ingest_repo.apply_async(
-                    args=[run.repository_id, run.ref],
-                    kwargs={"run_id": run.pk, "trigger": run.trigger},
-                    queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-                )
-            )
-
-
-def ingest_run_claim(*, run_id: int, task_id: str = "", worker: str = "") -> IngestRun | None:
-    """Moves a queued run to running for this worker; None when it is not queued any more.
-
-    `worker` is the Celery node name: a worker that restarts under the same name finds the runs
-    its previous life held (`ingest_runs_orphaned_requeue`)."""
-    now = timezone.now()
-    claimed = IngestRun.objects.filter(pk=run_id, status=IngestStatus.QUEUED).update(
-        status=IngestStatus.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        finished_at=None,
-        task_id=task_id[:64],
-        worker=worker[:200],
-        phase="starting",
-        attempts=F("attempts") + 1,
-    )
-    if not claimed:
-        return None
-    return IngestRun.objects.select_related("repository").get(pk=run_id)
-
-
-def ingest_run_requeue(*, run: IngestRun, error: str) -> bool:
-    """Puts a running run back in the queue before a retry; False if it is no longer running."""
-    return bool(
-        IngestRun.objects.filter(pk=run.pk, status=IngestStatus.RUNNING).update(
-            status=IngestStatus.QUEUED, phase="waiting to retry", error=error[:4000]
-        )
-    )
-
-
-def ingest_run_fail(*, run: IngestRun, error: str) -> bool:
-    """Marks an active run failed; False if it had already finished."""
-    now = timezone.now()
-    return bool(
-        IngestRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
-            status=IngestStatus.FAILED, error=error[:4000], finished_at=now, phase="failed"
-        )
-    )
-
-
-ORPHANED_RUN_NOTE = "requeued: the worker holding this run was restarted"
-
-
-def ingest_runs_orphaned_requeue(*, worker: str) -> list[IngestRun]:
-    """Puts back in the queue the runs a worker named `worker` held when it died, and enqueues
-    them. Called when a worker of that name starts: the one that held them cannot be alive (a
-    Celery node name is unique while it runs), so their repositories need not wait
-    INGEST_STALE_SECONDS for the heartbeat to go stale. The previous index is served throughout:
-    a dead run never committed its swap."""
-    if not worker:
-        return []
-    with transaction.atomic():
-        orphans = list(
-            IngestRun.objects.select_for_update().filter(status=IngestStatus.RUNNING, worker=worker).order_by("pk")
-        )
-        IngestRun.objects.filter(pk__in=[run.pk for run in orphans]).update(
-            status=IngestStatus.QUEUED, phase="requeued", error=ORPHANED_RUN_NOTE, worker=""
-        )
-        _runs_enqueue([RunRequest(run=run, created=True) for run in orphans], enqueue=True)
-    if orphans:
-        logger.warning(
-            "Worker %s restarted: requeued its interrupted ingest runs %s", worker, [run.pk for run in orphans]
-        )
-    return orphans
-
-
-def ingest_runs_stale_clear() -> int:
-    """Fails running runs whose heartbeat is older than INGEST_STALE_SECONDS and queued runs no
-    worker took within INGEST_QUEUED_TIMEOUT_SECONDS. Returns how many were cleared.
-
-    Cheap (two conditional updates); called before every new run request, when a run is read
-    through the API, and every minute by beat.
-    """
-    now = timezone.now()
-    stale_running = IngestRun.objects.filter(
-        status=IngestStatus.RUNNING, heartbeat_at__lt=now - timedelta(seconds=settings.INGEST_STALE_SECONDS)
-    ).update(status=IngestStatus.FAILED, error=STALE_RUNNING_ERROR, finished_at=now, phase="failed")
-    stale_queued = IngestRun.objects.filter(
-        status=IngestStatus.QUEUED,
-        created_at__lt=now - timedelta(seconds=settings.INGEST_QUEUED_TIMEOUT_SECONDS),
-    ).update(status=IngestStatus.FAILED, error=STALE_QUEUED_ERROR, finished_at=now, phase="failed")
-    if stale_running or stale_queued:
-        logger.warning("Cleared %s stale running and %s stale queued ingest runs", stale_running, stale_queued)
-    return stale_running + stale_queued
 
 
 def ingest_schedule_sync() -> None:
@@ -277,41 +221,6 @@ def ingest_schedule_sync() -> None:
     )
 
 
-def ingest_foreground(
-    *,
-    repository_name: str | None,
-    ref: str | None,
-    trigger: str = IngestTrigger.COMMAND,
-    full: bool = False,
-    progress_factory: Callable[[Repository], ProgressCallback | None] | None = None,
-) -> list[IngestRun]:
-    """Runs ingests in this process (the `ingest` command, tests): one repository or every
-    enabled one, one after the other. A repository whose run is already active elsewhere is
-    skipped (its active run is returned as is). Returns the runs, finished or failed.
-
-    Raises what `ingest_request` raises (invalid registry, unknown or disabled repository).
-    """
-    from groundtruth.ingest.pipeline import ingest_run_execute
-
-    runs: list[IngestRun] = []
-    requests = ingest_request(repository_name=repository_name, ref=ref, trigger=trigger, enqueue=False)
-    for request in requests:
-        if not request.created:
-            runs.append(request.run)
-            continue
-        run = ingest_run_claim(run_id=request.run.pk, task_id=f"{trigger}")
-        if run is None:
-            runs.append(IngestRun.objects.get(pk=request.run.pk))
-            continue
-        progress = progress_factory(run.repository) if progress_factory else None
-        try:
-            ingest_run_execute(run=run, progress=progress, full=full)
-        except Exception as exc:
-            ingest_run_fail(run=run, error=f"{type(exc).__name__}: {exc}")
-        runs.append(IngestRun.objects.select_related("repository").get(pk=run.pk))
-    return runs
-
-
 def repository_reembed(
     *, repository: Repository, progress: Callable[[int, int], None] | None = None, batch_size: int = 512
 ) -> int:
@@ -322,10 +231,6 @@ def repository_reembed(
     readers keep the old vectors until it commits. Run `manage.py reembed` after changing
     EMBEDDING_BACKEND or EMBEDDING_MODEL; ingests refuse to mix models until it has run.
     """
-    from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
-    from groundtruth.ingest.index_text import heading_text, passage_text
-    from groundtruth.models import Chunk
-
     backend = embedding_backend()
     if not backend.enabled:
         raise EmbeddingsDisabled("EMBEDDING_BACKEND=none: there is no model to re-embed with")

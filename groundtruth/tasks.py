@@ -26,21 +26,29 @@ from django.conf import settings
 from agentplatform.errors import ApplicationError
 from groundtruth.embeddings import EmbeddingUnavailable
 from groundtruth.ingest.git_access import GitNetworkError
+from groundtruth.ingest.pipeline import ingest_run_execute
+from groundtruth.ingest.runs import (
+    INGEST_REPO_TASK,
+    ingest_run_claim,
+    ingest_run_fail,
+    ingest_run_request,
+    ingest_run_requeue,
+    ingest_runs_orphaned_requeue,
+    ingest_runs_stale_clear,
+)
 from groundtruth.models import IngestTrigger, Repository
+from groundtruth.services import ingest_request
 
 logger = logging.getLogger(__name__)
 
 TRANSIENT_ERRORS = (GitNetworkError, EmbeddingUnavailable)
 
 
-@shared_task(bind=True, name="groundtruth.tasks.ingest_repo", acks_late=True)
+@shared_task(bind=True, name=INGEST_REPO_TASK, acks_late=True)
 def ingest_repo(
     self, repo_id: int, ref: str | None = None, run_id: int | None = None, trigger: str = IngestTrigger.TASK
 ) -> int | None:
     """Ingests one repository; returns the id of the run it carried out, or None."""
-    from groundtruth.ingest.pipeline import ingest_run_execute
-    from groundtruth.services import ingest_run_claim, ingest_run_fail, ingest_run_request, ingest_run_requeue
-
     repository = Repository.objects.filter(pk=repo_id).first()
     if repository is None:
         return None
@@ -78,8 +86,6 @@ def ingest_repo(
 @shared_task(name="groundtruth.tasks.ingest_all")
 def ingest_all(trigger: str = IngestTrigger.SCHEDULE) -> list[int]:
     """Requests a run of every enabled repository; returns the ids of the runs it created."""
-    from groundtruth.services import ingest_request
-
     try:
         requests = ingest_request(repository_name=None, ref=None, trigger=trigger)
     except ApplicationError as exc:
@@ -92,15 +98,11 @@ def ingest_all(trigger: str = IngestTrigger.SCHEDULE) -> list[int]:
 
 @shared_task(name="groundtruth.tasks.ingest_runs_stale_clear_task")
 def ingest_runs_stale_clear_task() -> int:
-    from groundtruth.services import ingest_runs_stale_clear
-
     return ingest_runs_stale_clear()
 
 
 @worker_ready.connect
 def _requeue_runs_of_my_previous_life(sender, **kwargs) -> None:
-    from groundtruth.services import ingest_runs_orphaned_requeue
-
     try:
         ingest_runs_orphaned_requeue(worker=sender.hostname)
     except Exception:  # the worker must start even when the database is down; stale clearing remains

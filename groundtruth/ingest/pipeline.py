@@ -1,7 +1,8 @@
 """One ingest run of one repository: registry, fetch, select, chunk, embed, swap.
 
 `ingest_run_execute(run=...)` takes a run already claimed (status running, see
-`groundtruth.services.ingest_run_claim`) and carries it to `succeeded` or `failed`.
+`groundtruth.ingest.runs.ingest_run_claim`) and carries it to `succeeded` or `failed`, through
+the transitions of `groundtruth.ingest.runs`.
 
 Atomicity. Everything that changes the repository's index (new chunks, deleted chunks, commit
 updates, lexical columns, repository counts, the run's final status) happens in ONE database
@@ -38,14 +39,20 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from groundtruth.embeddings import EmbeddingBackend, embedding_backend
+from groundtruth.embeddings import EmbeddingBackend, EmbeddingUnavailable, embedding_backend
 from groundtruth.ingest.chunking import ChunkDraft, file_chunk
-from groundtruth.ingest.git_access import GitRepository
+from groundtruth.ingest.git_access import GitNetworkError, GitRepository
 from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, heading_text, passage_text
+from groundtruth.ingest.runs import (
+    ingest_run_commit_record,
+    ingest_run_fail,
+    ingest_run_heartbeat,
+    ingest_run_succeed,
+)
 from groundtruth.ingest.selection import SelectedFile, files_select, is_binary
-from groundtruth.models import Chunk, IngestRun, IngestStatus, Repository, SourceFile
-from groundtruth.registry import registry_load
+from groundtruth.models import Chunk, IngestRun, Repository, SourceFile
 from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
+from groundtruth.services import registry_load
 from groundtruth.vector_index import vector_index_ensure, vector_store_check
 
 logger = logging.getLogger(__name__)
@@ -109,13 +116,7 @@ class _Heartbeat(threading.Thread):
     def run(self) -> None:
         try:
             while not self._stop_event.wait(settings.INGEST_HEARTBEAT_SECONDS):
-                updated = IngestRun.objects.filter(pk=self.run_id, status=IngestStatus.RUNNING).update(
-                    heartbeat_at=timezone.now(), **self.progress.snapshot()
-                )
-                # A row this connection cannot see (uncommitted elsewhere) is not "lost"; one that
-                # exists and is no longer running was failed by stale detection.
-                finished = IngestRun.objects.filter(pk=self.run_id).exclude(status=IngestStatus.RUNNING)
-                if not updated and finished.exists():
+                if not ingest_run_heartbeat(run_id=self.run_id, progress=self.progress.snapshot()):
                     self.lost = True
                     return
         except Exception:  # the heartbeat must never kill the ingest; stale detection covers it
@@ -148,10 +149,6 @@ def ingest_run_execute(*, run: IngestRun, progress: ProgressCallback | None = No
     except GitNetworkError and EmbeddingUnavailable, which leave the run running so that the
     caller can requeue it for a retry or fail it (`ingest_run_fail`).
     """
-    from groundtruth.embeddings import EmbeddingUnavailable
-    from groundtruth.ingest.git_access import GitNetworkError
-    from groundtruth.services import ingest_run_fail
-
     state = _Progress()
     heartbeat = _Heartbeat(run.pk, state)
     heartbeat.start()
@@ -208,8 +205,7 @@ def _execute(
     git = GitRepository(repository.url)
     git.fetch()
     commit = git.resolve(run.ref or repository.ref)
-    IngestRun.objects.filter(pk=run.pk).update(commit=commit)
-    run.commit = commit
+    ingest_run_commit_record(run=run, commit=commit)
 
     mark = _phase(state, timings, "select", mark)
     # An index built by another recipe (index_text.INDEX_VERSION) is rebuilt whole: unchanged
@@ -265,19 +261,16 @@ def _execute(
             raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
         _phase(state, timings, "done", mark)
         timings["total"] = round(sum(value for key, value in timings.items() if key != "total"), 3)
-        updated = IngestRun.objects.filter(pk=run.pk, status=IngestStatus.RUNNING).update(
-            status=IngestStatus.SUCCEEDED,
-            phase="done",
+        succeeded = ingest_run_succeed(
+            run=run,
             finished_at=now,
-            heartbeat_at=now,
             files_total=plan.files_total,
             files_processed=state.files_processed,
             files_skipped=[list(item) for item in plan.skipped[:MAX_SKIPPED_RECORDED]],
             timings=timings,
-            error="",
-            **counts.as_fields(),
+            counts=counts.as_fields(),
         )
-        if not updated:
+        if not succeeded:
             raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
     run.refresh_from_db()
     return run

@@ -7,8 +7,8 @@ from typing import Any, TextIO
 from django.core.management.color import Style
 from tqdm import tqdm
 
+from groundtruth.ingest.pipeline import ProgressCallback
 from groundtruth.models import IngestRun, IngestStatus, Repository
-from groundtruth.services import ProgressCallback
 
 
 class IngestProgressBars:

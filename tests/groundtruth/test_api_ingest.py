@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from agents.models import ApiKeyKind
 from agents.services import api_key_create
+from groundtruth.ingest.runs import STALE_RUNNING_ERROR
 from groundtruth.models import IngestRun, IngestStatus, Registry, Repository
-from groundtruth.services import STALE_RUNNING_ERROR
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
 

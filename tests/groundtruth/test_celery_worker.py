@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from groundtruth.ingest.foreground import ingest_foreground
+from groundtruth.ingest.runs import STALE_RUNNING_ERROR, ingest_runs_stale_clear
 from groundtruth.models import Chunk, IngestRun, IngestStatus, Repository
-from groundtruth.services import STALE_RUNNING_ERROR, ingest_foreground, ingest_runs_stale_clear
 from groundtruth.tasks import ingest_all
 from tests.celeryworker import celery_worker, worker_kill
 from tests.gitrepos import GitWorkTree

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from agents.services import api_key_create
+from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.git_access import GitError, GitNetworkError, GitRepository
 from groundtruth.models import Chunk, IngestStatus
-from groundtruth.services import ingest_foreground
 from tests.gitrepos import GitWorkTree
 from tests.gitserver import GitHttpServer, served_bare_clone, update_served
 from tests.groundtruth.conftest import sources_yaml

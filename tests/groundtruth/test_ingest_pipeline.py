@@ -9,9 +9,9 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from groundtruth.ingest.chunking import file_lines
+from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.index_text import INDEX_VERSION, content_hash
 from groundtruth.models import Chunk, IngestStatus, Repository, SourceFile
-from groundtruth.services import ingest_foreground
 from tests.groundtruth.conftest import sources_yaml
 
 pytestmark = pytest.mark.django_db

@@ -12,14 +12,10 @@ from django.core.management import CommandError, call_command
 from django_celery_beat.models import PeriodicTask
 
 from groundtruth.demo import demo_sources_create
+from groundtruth.ingest.foreground import ingest_foreground
+from groundtruth.ingest.runs import ingest_run_request
 from groundtruth.models import Chunk, IngestRun, IngestStatus, Registry, Repository
-from groundtruth.services import (
-    INGEST_ALL_TASK_NAME,
-    STALE_CLEAR_TASK_NAME,
-    ingest_foreground,
-    ingest_run_request,
-    ingest_schedule_sync,
-)
+from groundtruth.services import INGEST_ALL_TASK_NAME, STALE_CLEAR_TASK_NAME, ingest_schedule_sync
 from groundtruth.tasks import ingest_repo
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 def test_network_errors_are_retried_then_the_run_fails(handbook_registered, embedding_server, settings):
     settings.INGEST_RETRY_MAX = 2
-    from groundtruth.registry import registry_load
+    from groundtruth.services import registry_load
 
     registry_load()
     repository = Repository.objects.get()
@@ -45,7 +41,7 @@ def test_network_errors_are_retried_then_the_run_fails(handbook_registered, embe
 
 
 def test_tasks_are_idempotent(handbook_registered, embedding_server):
-    from groundtruth.registry import registry_load
+    from groundtruth.services import registry_load
 
     registry_load()
     repository = Repository.objects.get()

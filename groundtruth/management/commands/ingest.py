@@ -13,9 +13,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.errors import ApplicationError
 from brandassets.services import asset_registry_sync
+from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.management.ingest_console import IngestProgressBars, run_report
 from groundtruth.models import IngestTrigger
-from groundtruth.services import ingest_foreground
 
 
 class Command(BaseCommand):

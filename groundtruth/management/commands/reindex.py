@@ -20,10 +20,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.errors import ApplicationError
+from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.management.ingest_console import IngestProgressBars, run_report
 from groundtruth.models import IngestTrigger, Repository
-from groundtruth.services import ingest_foreground
 
 
 class Command(BaseCommand):
