@@ -19,6 +19,7 @@ from agentplatform.errors import problem_responses
 from agentplatform.permissions import HasServiceIngestScope, HasServiceReadScope
 from agentplatform.ratelimits import RateLimitedViewMixin
 from groundtruth import selectors, services
+from groundtruth.ingest.runs import ingest_runs_stale_clear
 from groundtruth.models import IngestTrigger
 from groundtruth.serializers import (
     HealthSerializer,
@@ -154,6 +155,6 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         auth=SERVICE_OPENAPI_SECURITY,
     )
     def retrieve(self, request: Request, run_id: int) -> Response:
-        services.ingest_runs_stale_clear()
+        ingest_runs_stale_clear()
         run = selectors.ingest_run_get(run_id=run_id)
         return Response(IngestRunSerializer(run).data)
