@@ -2,4 +2,13 @@
 
 from __future__ import annotations
 
-MONEY = {"max_digits": 20, "decimal_places": 8}
+from typing import TypedDict
+
+
+class MoneyColumn(TypedDict):
+    # Typed so that `DecimalField(**MONEY)` is checked keyword by keyword.
+    max_digits: int
+    decimal_places: int
+
+
+MONEY: MoneyColumn = {"max_digits": 20, "decimal_places": 8}
