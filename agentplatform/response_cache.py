@@ -19,8 +19,6 @@ is answered from the database (and refreshes the entry).
 from __future__ import annotations
 
 import functools
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,39 +27,34 @@ from django.http import HttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform.bounded_cache import BoundedCache
+
 # Headers an entry keeps besides the body; anything else DRF or the view set is not cached.
 _KEPT_HEADERS = ("Link",)
 
 
 class RenderedResponses:
-    """This process's cached answers: key -> (generation, expiry, content type, headers, body)."""
-
-    max_entries = 512
+    """This process's cached answers: key -> (generation, content type, headers, body)."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[str, float, str, dict[str, str], bytes]] = {}
-        self._lock = threading.Lock()
+        self._entries: BoundedCache[str, tuple[str, str, dict[str, str], bytes]] = BoundedCache(max_entries=512)
 
     def get(self, key: str, generation: str) -> HttpResponse | None:
         entry = self._entries.get(key)
-        if entry is None or entry[0] != generation or entry[1] <= time.monotonic():
+        if entry is None or entry[0] != generation:
             return None
-        response = HttpResponse(entry[4], content_type=entry[2])
-        for name, value in entry[3].items():
+        response = HttpResponse(entry[3], content_type=entry[1])
+        for name, value in entry[2].items():
             response[name] = value
         return response
 
     def put(self, key: str, generation: str, response: HttpResponse) -> None:
         headers = {name: response[name] for name in _KEPT_HEADERS if response.has_header(name)}
-        expires = time.monotonic() + settings.API_RESPONSE_CACHE_SECONDS
-        with self._lock:
-            if len(self._entries) >= self.max_entries:
-                self._entries.clear()
-            self._entries[key] = (generation, expires, response["Content-Type"], headers, response.content)
+        entry = (generation, response["Content-Type"], headers, response.content)
+        self._entries.put(key, entry, ttl_seconds=settings.API_RESPONSE_CACHE_SECONDS)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._entries.clear()
 
 
 rendered_responses = RenderedResponses()

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentplatform.errors import ServiceUnavailable
-from brandassets.content_cache import asset_record_cache, blob_content_cache
+from brandassets.content_cache import asset_record_cache, blob_contents
 from brandassets.models import AssetRegistry, BrandAsset
 from brandassets.registry import AssetEntry, RegistryInvalid, RepoSource, registry_parse
 from groundtruth.ingest.git_access import (
@@ -285,8 +285,7 @@ def asset_content_fetch(*, asset: BrandAsset) -> bytes:
     git cache (a fresh machine, a wiped cache) the repo is fetched once, with the token for
     private repos, and read again.
     """
-    cache = blob_content_cache()
-    data = cache.get(asset.blob_sha)
+    data = blob_contents.get(asset.blob_sha)
     if data is not None:
         return data
     repository = GitRepository(asset.repo_url)
@@ -303,5 +302,5 @@ def asset_content_fetch(*, asset: BrandAsset) -> bytes:
                 "repository right now; try again later.",
                 code="asset_unavailable",
             ) from exc
-    cache.put(asset.blob_sha, data)
+    blob_contents.put(asset.blob_sha, data)
     return data

@@ -8,11 +8,11 @@ Keys include the model name, so a model change never serves a stale vector.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from django.conf import settings
+
+from agentplatform.bounded_cache import BoundedCache
 
 
 @dataclass(frozen=True)
@@ -22,49 +22,13 @@ class QueryEmbedding:
     cached: bool
 
 
-class LruCache:
-    """A thread-safe least-recently-used map with a fixed number of entries."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: tuple[str, str]) -> list[float] | None:
-        with self._lock:
-            value = self._entries.get(key)
-            if value is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return value
-
-    def put(self, key: tuple[str, str], value: list[float]) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
+# (model name, normalised query) -> its vector, in each web process.
+_cache: BoundedCache[tuple[str, str], list[float]] = BoundedCache(
+    max_entries=lambda: settings.SEARCH_EMBEDDING_CACHE_SIZE
+)
 
 
-_cache: LruCache | None = None
-
-
-def query_embedding_cache() -> LruCache:
-    global _cache
-    if _cache is None or _cache.capacity != settings.SEARCH_EMBEDDING_CACHE_SIZE:
-        _cache = LruCache(settings.SEARCH_EMBEDDING_CACHE_SIZE)
+def query_embedding_cache() -> BoundedCache[tuple[str, str], list[float]]:
     return _cache
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.services import api_key_create
-from brandassets.content_cache import asset_record_cache, blob_content_cache
+from brandassets.content_cache import asset_record_cache, blob_contents
 from brandassets.demo import png_bytes
 from brandassets.services import SyncReport, asset_registry_sync
 from tests.gitrepos import GitWorkTree
@@ -95,10 +95,10 @@ def brand_work_tree(path: Path) -> GitWorkTree:
 
 @pytest.fixture(autouse=True)
 def _fresh_content_caches():
-    blob_content_cache().clear()
+    blob_contents.clear()
     asset_record_cache.clear()
     yield
-    blob_content_cache().clear()
+    blob_contents.clear()
     asset_record_cache.clear()
 
 

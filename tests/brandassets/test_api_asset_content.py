@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from brandassets.content_cache import blob_content_cache
+from brandassets.content_cache import blob_contents
 from brandassets.models import BrandAsset
 from brandassets.services import asset_registry_sync
 from tests.brandassets.conftest import (
@@ -258,7 +258,7 @@ def test_cached_bytes_are_served_when_git_is_gone(reader, brand_repos: BrandFixt
     asset_registry_sync()
     assert reader.get("/assets/acme-app/logo/0/content").content == LIGHT_LOGO
     sha = _blob_sha("acme-app", "logo", 0)
-    assert blob_content_cache().get(sha) == LIGHT_LOGO
+    assert blob_contents.get(sha) == LIGHT_LOGO
     shutil.rmtree(brand_repos.cache_dir)
     shutil.rmtree(brand_repos.brand.path)
 
@@ -272,7 +272,7 @@ def test_without_cache_or_git_the_content_is_503_problem(reader, brand_repos: Br
     settings.ASSET_CONTENT_CACHE_BYTES = 0
     asset_registry_sync()
     assert reader.get("/assets/acme-app/logo/0/content").content == LIGHT_LOGO
-    assert len(blob_content_cache()) == 0
+    assert len(blob_contents) == 0
     shutil.rmtree(brand_repos.cache_dir)
     shutil.rmtree(brand_repos.brand.path)
 
