@@ -3,3 +3,10 @@ from django.apps import AppConfig
 
 class BrandAssetsConfig(AppConfig):
     name = "brandassets"
+
+    def ready(self) -> None:
+        from brandassets.receivers import asset_registry_sync_now, asset_registry_sync_queue
+        from groundtruth.signals import ingest_command_finished, ingest_queued
+
+        ingest_queued.connect(asset_registry_sync_queue, dispatch_uid="brandassets-sync-after-ingest-request")
+        ingest_command_finished.connect(asset_registry_sync_now, dispatch_uid="brandassets-sync-after-ingest-command")

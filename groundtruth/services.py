@@ -21,7 +21,7 @@ from groundtruth.ingest.git_access import GitError, GitNetworkError, registry_re
 from groundtruth.ingest.index_text import heading_text, passage_text
 from groundtruth.ingest.runs import RunRequest, ingest_run_request, ingest_runs_enqueue
 from groundtruth.ingest.source_policy import SourceRefused, source_location
-from groundtruth.models import Chunk, IngestTrigger, Registry, Repository
+from groundtruth.models import Chunk, IngestRun, IngestTrigger, Registry, Repository
 from groundtruth.registry import (
     RegistryInvalid,
     SourceRegistry,
@@ -29,6 +29,7 @@ from groundtruth.registry import (
     registry_location,
     registry_parse,
 )
+from groundtruth.signals import ingest_queued
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,8 @@ def ingest_request(
     *, repository_name: str | None, ref: str | None, trigger: str, enqueue: bool = True
 ) -> list[RunRequest]:
     """Re-reads the registry, then requests a run of one repository (or of every enabled one)
-    and enqueues the created runs once their transaction commits. Call it outside a transaction.
+    and enqueues the created runs once their transaction commits (and sends `ingest_queued`).
+    Call it outside a transaction.
 
     Raises Conflict when the registry is invalid or the repository is disabled, NotFound when
     it is not listed, ServiceUnavailable when the registry repository cannot be reached.
@@ -142,19 +144,12 @@ def ingest_request(
     # the runs and their enqueueing commit together.
     with transaction.atomic():
         requests = [ingest_run_request(repository=repository, ref=ref, trigger=trigger) for repository in repositories]
-        if enqueue:
-            ingest_runs_enqueue(runs=[request.run for request in requests if request.created])
-        if enqueue and any(request.created for request in requests):
-            _brand_assets_sync_enqueue()
+        created = [request.run for request in requests if request.created]
+        if enqueue and created:
+            ingest_runs_enqueue(runs=created)
+            # Other files of the registry repository (brand-assets.yml) are synced by their apps.
+            ingest_queued.send(sender=IngestRun, runs=created)
     return requests
-
-
-def _brand_assets_sync_enqueue() -> None:
-    """brand-assets.yml lives in the same registry repository: every ingest request re-syncs it
-    (on the worker, so a slow brand repository never holds up the request)."""
-    from brandassets.tasks import asset_registry_sync_task
-
-    transaction.on_commit(lambda: asset_registry_sync_task.apply_async(queue=settings.CELERY_TASK_DEFAULT_QUEUE))
 
 
 def ingest_schedule_sync() -> None:

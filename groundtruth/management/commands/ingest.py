@@ -12,10 +12,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.errors import ApplicationError
-from brandassets.services import asset_registry_sync
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.management.ingest_console import IngestProgressBars, run_report
 from groundtruth.models import IngestTrigger
+from groundtruth.signals import ingest_command_finished
 
 
 class Command(BaseCommand):
@@ -49,9 +49,9 @@ class Command(BaseCommand):
             line, run_failed = run_report(run, self.style)
             self.stdout.write(line)
             failed = failed or run_failed
-        # brand-assets.yml lives in the same registry repository: every ingest syncs it too.
-        assets = asset_registry_sync()
-        for line in assets.lines():
-            self.stdout.write(line if assets.ok else self.style.WARNING(line))
+        # Other files of the registry repository (brand-assets.yml) are synced now by their apps.
+        for _receiver, report in ingest_command_finished.send(sender=self.__class__):
+            for line in report.lines():
+                self.stdout.write(line if report.ok else self.style.WARNING(line))
         if failed:
             raise CommandError("At least one ingest run failed.")
