@@ -22,6 +22,7 @@ retries), `EmbeddingError` (terminal: bad configuration, 4xx, malformed answer).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -120,6 +121,11 @@ class LocalSentenceTransformer:
 
     @property
     def dimension(self) -> int:
+        # Read from the model's files when its modules are a transformer, pooling and normalisation:
+        # an ingest with nothing to embed then never loads the model (8 s in the foreground).
+        known = _pooled_dimension(Path(self.model_path))
+        if known is not None:
+            return known
         # sentence-transformers 6 renamed the method (the old name still works but warns).
         return int(self._load().get_embedding_dimension())
 
@@ -137,6 +143,27 @@ class LocalSentenceTransformer:
 
     def describe(self) -> str:
         return f"local sentence-transformers model {self.model_name} ({'loaded' if self.loaded else 'not loaded yet'})"
+
+
+_DIMENSION_PRESERVING_MODULES = {
+    "sentence_transformers.models.Transformer",
+    "sentence_transformers.models.Pooling",
+    "sentence_transformers.models.Normalize",
+}
+
+
+def _pooled_dimension(model_dir: Path) -> int | None:
+    """The output dimension written in a sentence-transformers model directory, or None when the
+    modules could change it (a Dense layer) or the files do not say."""
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text())
+        if any(module.get("type") not in _DIMENSION_PRESERVING_MODULES for module in modules):
+            return None
+        pooling = next(module for module in modules if module.get("type") == "sentence_transformers.models.Pooling")
+        config = json.loads((model_dir / pooling["path"] / "config.json").read_text())
+        return int(config["word_embedding_dimension"])
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
 
 
 class OpenAICompatibleEmbeddings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, TextIO
 
 from django.core.management.color import Style
@@ -9,6 +10,8 @@ from tqdm import tqdm
 
 from groundtruth.ingest.pipeline import ProgressCallback
 from groundtruth.models import IngestRun, IngestStatus, Repository
+
+PIPELINE_LOGGER = logging.getLogger("groundtruth.ingest.pipeline")
 
 
 class IngestProgressBars:
@@ -20,16 +23,28 @@ class IngestProgressBars:
         self._bars: list[tqdm] = []
 
     def __enter__(self) -> IngestProgressBars:
+        # The command prints one line per run (`run_report`); the pipeline's own "done" log line
+        # (meant for worker logs) would say it a second time.
+        self._pipeline_log_level = PIPELINE_LOGGER.level
+        PIPELINE_LOGGER.setLevel(logging.WARNING)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         for bar in self._bars:
             bar.close()
+        PIPELINE_LOGGER.setLevel(self._pipeline_log_level)
 
     def for_repository(self, repository: Repository) -> ProgressCallback | None:
         if not self.enabled:
             return None
-        bar = tqdm(desc=repository.name, unit="file", file=self.stream, leave=True)
+        # Files to (re)chunk of those that changed: "0/0 files" when nothing changed, never a rate.
+        bar = tqdm(
+            desc=repository.name,
+            total=0,
+            bar_format="{desc}: {n_fmt}/{total_fmt} files changed, {elapsed} [{postfix}]",
+            file=self.stream,
+            leave=True,
+        )
         self._bars.append(bar)
 
         def update(phase: str, done: int, total: int) -> None:

@@ -11,6 +11,7 @@ from groundtruth.embeddings import (
     EmbeddingsDisabled,
     EmbeddingUnavailable,
     _backend_for,
+    _pooled_dimension,
     embedding_backend,
     embedding_backend_get,
 )
@@ -30,11 +31,12 @@ def test_local_backend_runs_the_packaged_minilm_offline(settings, monkeypatch):
     settings.EMBEDDING_MODEL = ""
     backend = embedding_backend()
     assert backend is embedding_backend()  # one model per process
-    assert (backend.model_name, backend.dimension) == ("all-MiniLM-L6-v2", 384)
+    # The dimension comes from the model's files: an ingest with nothing to embed never loads it.
+    assert (backend.model_name, backend.dimension, backend.loaded) == ("all-MiniLM-L6-v2", 384, False)
     deploy, rollback, cake = backend.embed(
         ["How do I deploy to production?", "Deploying a release to production", "A recipe for chocolate cake"]
     )
-    assert len(deploy) == 384
+    assert (len(deploy), backend.loaded) == (384, True)
     assert math.isclose(sum(value * value for value in deploy), 1.0, rel_tol=1e-5)
     similarity = sum(a * b for a, b in zip(deploy, rollback, strict=True))
     unrelated = sum(a * b for a, b in zip(deploy, cake, strict=True))
@@ -89,3 +91,22 @@ def test_none_backend_stores_no_vectors(settings):
     assert (backend.enabled, backend.model_name, embedding_backend_get()) == (False, "", None)
     with pytest.raises(EmbeddingsDisabled):
         backend.embed(["x"])
+
+
+def test_a_model_whose_modules_may_change_the_dimension_is_asked_after_loading(tmp_path):
+    import json
+
+    (tmp_path / "modules.json").write_text(
+        json.dumps(
+            [
+                {"path": "", "type": "sentence_transformers.models.Transformer"},
+                {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+            ]
+        )
+    )
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"word_embedding_dimension": 384}')
+    assert _pooled_dimension(tmp_path) is None
+    (tmp_path / "modules.json").write_text(json.dumps(json.loads((tmp_path / "modules.json").read_text())[:2]))
+    assert _pooled_dimension(tmp_path) == 384
