@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -52,7 +53,7 @@ def json_depth_exceeds(text: str, limit: int) -> bool:
 class JSONParser(parsers.JSONParser):
     """DRF's JSON parser with one error code for every bad body and no recursion past the cap."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
         encoding = (parser_context or {}).get("encoding") or settings.DEFAULT_CHARSET
         raw = stream.read()
         try:

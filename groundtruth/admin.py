@@ -27,7 +27,7 @@ class _ReadOnlyAdmin(admin.ModelAdmin):
 class RepositoryInline(admin.TabularInline):
     model = Repository
     fields = ["name", "enabled", "trust", "ref", "last_commit", "chunk_count"]
-    readonly_fields = fields
+    readonly_fields: list[str] = fields
     extra = 0
     can_delete = False
     show_change_link = True
@@ -172,7 +172,7 @@ class ChunkAdmin(_ReadOnlyAdmin):
         "lexeme_count",
         "text",
     ]
-    readonly_fields = fields
+    readonly_fields: list[str] = fields
 
     @admin.display(description="heading")
     def heading_trail(self, chunk: Chunk) -> str:

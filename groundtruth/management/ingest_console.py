@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
+from django.core.management.base import OutputWrapper
 from django.core.management.color import Style
 from tqdm import tqdm
 
@@ -12,6 +13,12 @@ from groundtruth.ingest.pipeline import ProgressCallback
 from groundtruth.models import IngestRun, IngestStatus, Repository
 
 PIPELINE_LOGGER = logging.getLogger("groundtruth.ingest.pipeline")
+
+
+def raw_stream(wrapper: OutputWrapper) -> TextIO:
+    """The stream under a command's stdout/stderr: tqdm writes "\r" without a newline, which
+    OutputWrapper.write would complete with one."""
+    return cast(TextIO, wrapper._out)
 
 
 class IngestProgressBars:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -150,7 +151,7 @@ LEXICAL_SQL = """
 
 def lexical_parameters(
     *, query: LexicalQuery, lexemes: list[str], repository_ids: list[int], depth: int
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Parameters of LEXICAL_SQL: every lexeme some chunk has is scored; `lexemes` find candidates."""
     scored = [term for term in query.terms if term.document_frequency > 0]
     return {

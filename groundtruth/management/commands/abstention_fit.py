@@ -75,8 +75,8 @@ class Command(BaseCommand):
             if not isinstance(text, str) or not text.strip() or not isinstance(entry.get("answerable"), bool):
                 raise CommandError(f"line {number}: needs a non-empty {field!r} and a boolean 'answerable'")
             outcome = chunk_search(query=text, repositories=repositories, limit=5)
-            features, _ = evidence_features(outcome, question=text)
-            samples.append(LabelledEvidence(features=features, answerable=entry["answerable"]))
+            evidence, _ = evidence_features(outcome, question=text)
+            samples.append(LabelledEvidence(features=evidence, answerable=entry["answerable"]))
         answerable = sum(sample.answerable for sample in samples)
         if answerable in (0, len(samples)):
             raise CommandError("The questions must include answerable and unanswerable ones.")

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.errors import ApplicationError
 from groundtruth.ingest.foreground import ingest_foreground
-from groundtruth.management.ingest_console import IngestProgressBars, run_report
+from groundtruth.management.ingest_console import IngestProgressBars, raw_stream, run_report
 from groundtruth.models import IngestTrigger
 from groundtruth.signals import ingest_command_finished
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            with IngestProgressBars(stream=self.stderr._out, enabled=not options["no_progress"]) as bars:
+            with IngestProgressBars(stream=raw_stream(self.stderr), enabled=not options["no_progress"]) as bars:
                 runs = ingest_foreground(
                     repository_name=options["repo"],
                     ref=options["ref"],

@@ -22,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agentplatform.errors import ApplicationError
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.index_text import INDEX_VERSION
-from groundtruth.management.ingest_console import IngestProgressBars, run_report
+from groundtruth.management.ingest_console import IngestProgressBars, raw_stream, run_report
 from groundtruth.models import IngestTrigger, Repository
 
 
@@ -47,7 +47,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Every index is current (index version {INDEX_VERSION}); nothing to rebuild.")
             return
         failed = False
-        with IngestProgressBars(stream=self.stderr._out, enabled=not options["no_progress"]) as bars:
+        with IngestProgressBars(stream=raw_stream(self.stderr), enabled=not options["no_progress"]) as bars:
             for repository in selected:
                 try:
                     runs = ingest_foreground(
