@@ -285,7 +285,7 @@ WALLET_SESSION_TTL_SECONDS = _positive_int("WALLET_SESSION_TTL_SECONDS", 24 * 36
 
 # --- Ground truth ---------------------------------------------------------------------------
 GROUNDTRUTH_PREFIX = env.str("GROUNDTRUTH_PREFIX", default="").strip("/")
-# Unset: the demo registry that `groundtruth.demo.demo_sources_create` builds under VAR_DIR.
+# Unset: the demo registry that `agentplatform.demo.sources.demo_sources_create` builds under VAR_DIR.
 SOURCE_REGISTRY_REPO = env.str("SOURCE_REGISTRY_REPO", default="") or str(VAR_DIR / "demo-sources" / "registry")
 SOURCE_REGISTRY_REF = env.str("SOURCE_REGISTRY_REF", default="main")
 SOURCE_REGISTRY_PATH = env.str("SOURCE_REGISTRY_PATH", default="sources.yml")

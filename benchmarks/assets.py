@@ -148,7 +148,7 @@ def main() -> int:
 
 def png_noise(*, width: int, height: int, seed: int) -> bytes:
     """A valid RGBA PNG of random pixels (incompressible: about width * height * 4 bytes)."""
-    from brandassets.demo import png_bytes
+    from agentplatform.demo.brand_assets import png_bytes
 
     noise = random.Random(seed).randbytes(width * height * 4)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agentplatform.demo.brand_assets import png_bytes
 from agents.services import api_key_create
 from brandassets.content_cache import asset_record_cache, blob_contents
-from brandassets.demo import png_bytes
 from brandassets.services import SyncReport, asset_registry_sync
 from tests.gitrepos import GitWorkTree
 

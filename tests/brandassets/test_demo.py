@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from brandassets.demo import BRAND_DIRECTORY, brand_repo_files, demo_brand_assets_create
+from agentplatform.demo.brand_assets import BRAND_DIRECTORY, brand_repo_files, demo_brand_assets_create
 from brandassets.services import asset_registry_sync
 from tests.gitrepos import GitWorkTree
 

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django_celery_beat.models import PeriodicTask
 
-from groundtruth.demo import demo_sources_create
+from agentplatform.demo.sources import demo_sources_create
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.runs import ingest_run_request
 from groundtruth.models import Chunk, IngestRun, IngestStatus, Registry, Repository

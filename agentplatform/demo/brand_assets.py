@@ -11,54 +11,17 @@ files are the same.
 from __future__ import annotations
 
 import io
-import os
 import struct
-import subprocess
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
 
+from agentplatform.demo.git_repositories import demo_repository_commit
+
 BRAND_REPO_NAME = "acme/brand"
 BRAND_DIRECTORY = "acme-brand"
-
-_GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "Demo Seeder",
-    "GIT_AUTHOR_EMAIL": "demo@example.invalid",
-    "GIT_COMMITTER_NAME": "Demo Seeder",
-    "GIT_COMMITTER_EMAIL": "demo@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-}
-
-
-def _git(work_tree: Path, *args: str) -> str:
-    completed = subprocess.run(
-        ["git", "-C", str(work_tree), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **_GIT_IDENTITY},
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} in {work_tree} failed: {completed.stderr.strip()}")
-    return completed.stdout
-
-
-def _commit_files(work_tree: Path, files: dict[str, bytes], message: str) -> None:
-    """Writes `files` into the work tree (creating the repo on branch main) and commits them
-    when anything changed."""
-    if not (work_tree / ".git").exists():
-        work_tree.mkdir(parents=True, exist_ok=True)
-        _git(work_tree, "init", "--quiet", "--initial-branch", "main")
-    for relative_path, content in files.items():
-        target = work_tree / relative_path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
-    _git(work_tree, "add", "--", *files)
-    if _git(work_tree, "status", "--porcelain", "--", *files).strip():
-        _git(work_tree, "commit", "--quiet", "-m", message, "--", *files)
 
 
 # --- generated artwork ----------------------------------------------------------------------
@@ -215,8 +178,11 @@ def demo_brand_assets_create(*, root: Path, registry_repo: Path) -> None:
     """Creates (or brings up to date) the demo brand repo under `root` and commits
     brand-assets.yml (at BRAND_ASSETS_PATH) into the registry work tree `registry_repo`."""
     brand_repo = Path(root) / BRAND_DIRECTORY
-    _commit_files(brand_repo, brand_repo_files(), "Acme brand kit")
+    demo_repository_commit(brand_repo, brand_repo_files(), "Acme brand kit", only_if_changed=True)
     registry_text = brand_assets_yml(brand_repo_url=str(brand_repo.resolve()))
-    _commit_files(
-        Path(registry_repo), {settings.BRAND_ASSETS_PATH: registry_text.encode()}, "List the Acme brand assets"
+    demo_repository_commit(
+        Path(registry_repo),
+        {settings.BRAND_ASSETS_PATH: registry_text},
+        "List the Acme brand assets",
+        only_if_changed=True,
     )

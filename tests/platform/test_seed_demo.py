@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from agents.demo import demo_platform_seed
+from agentplatform.demo.platform import demo_platform_seed
 from agents.models import Agent, ApiKey
 from chat.models import ChatMessage
 from coin.models import PricePoint, Wallet

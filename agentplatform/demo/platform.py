@@ -1,5 +1,5 @@
-"""Demo data for the agent platform (`manage.py seed_demo`): agents in every state, 90 days of hourly
-prices, wallets, a chat backlog and one credential of each kind.
+"""Demo data of the agent platform API (`manage.py seed_demo`): agents in every state, 90 days of
+hourly prices, wallets, a chat backlog and one credential of each kind.
 
 Deterministic: every number comes from one seeded random generator, and every timestamp is an
 offset from `now` (rounded down to the hour), so two runs on the same hour produce the same data.

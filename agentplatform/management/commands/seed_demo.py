@@ -10,9 +10,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agents.demo import demo_platform_seed
-from brandassets.demo import demo_brand_assets_create
-from groundtruth.demo import demo_sources_create
+from agentplatform.demo.brand_assets import demo_brand_assets_create
+from agentplatform.demo.platform import demo_platform_seed
+from agentplatform.demo.sources import demo_sources_create
 from groundtruth.models import IngestTrigger
 from groundtruth.services import ingest_request
 

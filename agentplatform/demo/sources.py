@@ -10,63 +10,15 @@ as it is):
     root/acme-transcripts       a raw meeting transcript (listed under transcripts, disabled)
 
 and returns the registry repository's path, which is where SOURCE_REGISTRY_REPO points when it
-is unset. `demo_repository_commit(path, files, message)` adds a commit to such a repository
-(creating it first); other apps use it to build their own demo repositories.
+is unset.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-_GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Demo Author",
-    "GIT_AUTHOR_EMAIL": "demo@example.invalid",
-    "GIT_COMMITTER_NAME": "Demo Author",
-    "GIT_COMMITTER_EMAIL": "demo@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-}
-
-
-def _git(path: Path, *args: str) -> str:
-    completed = subprocess.run(
-        ["git", "-C", str(path), *args], capture_output=True, text=True, env={**os.environ, **_GIT_ENV}, check=False
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} in {path} failed: {completed.stderr.strip()}")
-    return completed.stdout
-
-
-def demo_repository_commit(
-    path: Path,
-    files: Mapping[str, str | bytes | None],
-    message: str,
-    *,
-    renames: Mapping[str, str] | None = None,
-) -> str:
-    """Writes `files` (None deletes), applies `renames` (old -> new), commits; returns the SHA."""
-    if not (path / ".git").exists():
-        path.mkdir(parents=True, exist_ok=True)
-        _git(path, "init", "--quiet", "--initial-branch", "main")
-    for old, new in (renames or {}).items():
-        (path / new).parent.mkdir(parents=True, exist_ok=True)
-        _git(path, "mv", old, new)
-    for relative, content in files.items():
-        target = path / relative
-        if content is None:
-            _git(path, "rm", "--quiet", relative)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content)
-    _git(path, "add", "--all")
-    _git(path, "commit", "--quiet", "--allow-empty", "-m", message)
-    return _git(path, "rev-parse", "HEAD").strip()
+from agentplatform.demo.git_repositories import demo_repository_commit
 
 
 def demo_sources_create(*, root: Path, extra_registry_files: Mapping[str, str | bytes] | None = None) -> Path:
