@@ -3,16 +3,12 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from agentplatform.health import ceiling_view
-
 ground_truth_prefix = f"{settings.GROUNDTRUTH_PREFIX}/" if settings.GROUNDTRUTH_PREFIX else ""
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
-    # A bare view returning a constant body: the ceiling that benchmarks/api.py compares against.
-    path("bench/ceiling", ceiling_view, name="bench-ceiling"),
     path("api/", include("agents.urls")),
     path("api/", include("coin.urls")),
     path("api/", include("chat.urls")),

@@ -14,7 +14,8 @@ What it does, in one run:
 3. Measures with wrk (`apt-get install -y wrk`), `--connections` concurrent connections for
    `--duration` seconds after a short warm-up each: GET /api/agents, GET /api/chat?limit=50,
    GET /api/<COIN_SEGMENT>/history?period=30d and the bare ceiling view GET /bench/ceiling
-   (measured first and last; the mean is the reference). Prints requests/s, p50 and p99 and
+   (measured first and last; the mean is the reference; the route exists only in the benchmark
+   server's settings, benchmarks/server_settings.py). Prints requests/s, p50 and p99 and
    each endpoint's share of the ceiling (target: at least 50%).
 4. Then the same three endpoints with `Cache-Control: no-cache`, which makes each request build
    its answer from the database instead of taking this worker's cached rendering
@@ -76,10 +77,12 @@ def load_argument_parser(*, description: str | None, default_port: int) -> argpa
 
 
 def server_environment(args: argparse.Namespace, *, key_prefix: str) -> dict[str, str]:
-    """The environment of a benchmark's gunicorn: this shell's, with the run's Redis key prefix,
-    rate limits that never throttle (still counted) and the Procfile's web options."""
+    """The environment of a benchmark's gunicorn: this shell's, with the benchmark server's
+    settings (the reference routes under /bench/), the run's Redis key prefix, rate limits that
+    never throttle (still counted) and the Procfile's web options."""
     return {
         **os.environ,
+        "DJANGO_SETTINGS_MODULE": "benchmarks.server_settings",
         "CACHE_KEY_PREFIX": key_prefix,
         "RATE_LIMIT_PUBLIC": UNTHROTTLED_RATE,
         "RATE_LIMIT_AUTHENTICATED": UNTHROTTLED_RATE,

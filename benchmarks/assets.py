@@ -10,7 +10,7 @@ What it does, in one run:
    over, dropped again at the end), migrates it, creates a service key with scope `read` and runs
    the brand asset sync. Redis is the one at REDIS_URL with a key prefix of this run's own.
 3. Starts gunicorn with the web line of the Procfile on 127.0.0.1:<port>, with settings that add
-   `/bench/static/<path>` served by `django.views.static.serve` (benchmarks/assets_settings.py).
+   `/bench/static/<path>` served by `django.views.static.serve` (benchmarks/server_settings.py).
    Rate limits are raised through the environment so they never throttle; they are still
    counted in Redis on every API request, so their cost is in the figures.
 4. With wrk (`apt-get install -y wrk`), `--connections` connections for `--duration` seconds
@@ -73,7 +73,6 @@ def main() -> int:
     prefix = f"bench-assets-{os.getpid()}"
     env = {
         **server_environment(args, key_prefix=prefix),
-        "DJANGO_SETTINGS_MODULE": "benchmarks.assets_settings",
         "BENCH_STATIC_ROOT": str(work / "static"),
         "SOURCE_REGISTRY_REPO": str(registry),
         "SOURCE_REGISTRY_REF": "main",

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
 from agentplatform.errors import problem_responses
+from agentplatform.health import health_report
 from agentplatform.permissions import HasServiceIngestScope, HasServiceReadScope
 from agentplatform.ratelimits import RateLimitedViewMixin
 from groundtruth import selectors, services
@@ -53,7 +54,7 @@ class HealthViewSet(viewsets.ViewSet):
         auth=[],
     )
     def list(self, request: Request) -> Response:
-        report, serving = selectors.health_report()
+        report, serving = health_report()
         return Response(report, status=status.HTTP_200_OK if serving else status.HTTP_503_SERVICE_UNAVAILABLE)
 
 

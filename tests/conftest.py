@@ -32,8 +32,8 @@ def _clear_our_redis_keys() -> None:
 @pytest.fixture(autouse=True)
 def _fresh_redis_state():
     from agentplatform.authentication import verified_credentials
+    from agentplatform.health import health_probe
     from agentplatform.response_cache import rendered_responses
-    from groundtruth.selectors import health_probe
 
     # Nothing a test's requests remembered in this process outlives the test.
     verified_credentials.clear()

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
+from agentplatform.health import health_probe
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestStatus, Registry
-from groundtruth.selectors import health_probe
 from tests.conftest import redis_cache_at
 from tests.embeddingserver import EmbeddingServer
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
