@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from agentplatform.chunked_bodies import is_chunked
+from agentplatform.ground_truth_routes import ground_truth_path_prefixes
 
 logger = logging.getLogger(__name__)
 
@@ -250,9 +251,8 @@ def _too_large_body() -> dict[str, Any]:
 
 
 def api_path_prefixes() -> tuple[str, ...]:
-    prefix = f"/{settings.GROUNDTRUTH_PREFIX}" if settings.GROUNDTRUTH_PREFIX else ""
-    ground_truth = ("/health", "/repos", "/assets", "/search", "/ingest", "/ask")
-    return ("/api/", *(f"{prefix}{path}" for path in ground_truth))
+    """/api/ and the paths of the ground-truth routes, as mounted by agentplatform/urls.py."""
+    return ("/api/", *ground_truth_path_prefixes())
 
 
 def is_api_path(path: str) -> bool:

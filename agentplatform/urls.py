@@ -1,9 +1,8 @@
-from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-ground_truth_prefix = f"{settings.GROUNDTRUTH_PREFIX}/" if settings.GROUNDTRUTH_PREFIX else ""
+from agentplatform.ground_truth_routes import GROUND_TRUTH_URLCONFS, ground_truth_mount
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -12,8 +11,7 @@ urlpatterns = [
     path("api/", include("agents.urls")),
     path("api/", include("coin.urls")),
     path("api/", include("chat.urls")),
-    path(ground_truth_prefix, include("groundtruth.urls")),
-    path(ground_truth_prefix, include("brandassets.urls")),
+    *(path(ground_truth_mount(), include(urlconf)) for urlconf in GROUND_TRUTH_URLCONFS),
 ]
 
 handler404 = "agentplatform.errors.handler404"

@@ -6,6 +6,8 @@ import logging
 
 import pytest
 
+from agentplatform.errors import api_path_prefixes, is_api_path
+
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.platform.urls_testonly")]
 
 PROBLEM = "application/problem+json"
@@ -123,6 +125,16 @@ def test_paths_outside_the_api_keep_html_error_pages(api_client):
 
     assert response.status_code == 404
     assert response["Content-Type"].startswith("text/html")
+
+
+def test_api_paths_are_read_from_the_ground_truth_url_confs_at_their_mount(settings):
+    assert api_path_prefixes() == ("/api/", "/ask", "/assets", "/health", "/ingest", "/repos", "/search")
+
+    settings.GROUNDTRUTH_PREFIX = "gt"
+
+    gt = ("/gt/ask", "/gt/assets", "/gt/health", "/gt/ingest", "/gt/repos", "/gt/search")
+    assert api_path_prefixes() == ("/api/", *gt)
+    assert is_api_path("/gt/ingest/runs/7") and not is_api_path("/ingest/runs/7")
 
 
 def test_openapi_schema_is_served_offline(api_client):
