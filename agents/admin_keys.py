@@ -17,8 +17,7 @@ from django.utils.html import format_html
 
 from agentplatform.errors import InvalidInput
 from agents.models import WALLET_SESSION_PREFIX, ApiKey, ApiKeyKind, ApiKeyScope, WalletSession
-from agents.services import api_key_create, api_key_revoke, api_key_validate
-from agents.wallet_auth import wallet_session_revoke
+from agents.services import api_key_create, api_key_revoke, api_key_validate, wallet_session_revoke
 
 
 class ApiKeyCreationForm(forms.ModelForm):

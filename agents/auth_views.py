@@ -17,7 +17,8 @@ from agents.auth_serializers import (
     WalletSessionSerializer,
     WalletSignInSerializer,
 )
-from agents.wallet_auth import SIGN_IN_STATEMENT, wallet_nonce_issue, wallet_session_create, wallet_sign_in_message
+from agents.services import wallet_nonce_issue, wallet_session_create
+from agents.wallet_auth import SIGN_IN_STATEMENT, wallet_sign_in_message
 
 # Nonces and tokens must never be served from a cache.
 NO_STORE = {"Cache-Control": "no-store"}

@@ -1,21 +1,34 @@
 from __future__ import annotations
 
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from agentplatform.authentication import new_token
 from agentplatform.cache_generations import CREDENTIALS, RESPONSES, generation_bump
-from agentplatform.errors import Conflict, InvalidInput, NotFound
+from agentplatform.errors import Conflict, InvalidInput, NotFound, Unauthenticated
 from agentplatform.wallet_addresses import wallet_address_normalize
 from agents.models import (
     ALLOWED_STATUS_TRANSITIONS,
     KEY_PREFIXES,
     KIND_BY_PREFIX,
+    WALLET_SESSION_PREFIX,
     Agent,
     AgentStatus,
     ApiKey,
     ApiKeyKind,
     ApiKeyScope,
+    WalletNonce,
+    WalletSession,
 )
+from agents.wallet_auth import wallet_sign_in_verify
+
+# Nonces are kept this long past their expiry (for the admin to see), then deleted when new
+# ones are issued, so the table stays small without a scheduled job.
+EXPIRED_NONCE_RETENTION = timedelta(hours=1)
 
 
 def api_key_validate(
@@ -92,6 +105,56 @@ def api_key_revoke_by_prefix(*, prefix: str) -> tuple[ApiKey, bool]:
     revoked = api_key_revoke(key=key)
     key.refresh_from_db(fields=["revoked_at"])
     return key, revoked
+
+
+def wallet_nonce_issue() -> WalletNonce:
+    """Stores and returns a new single-use nonce valid for SIWE_NONCE_TTL_SECONDS."""
+    now = timezone.now()
+    WalletNonce.objects.filter(expires_at__lt=now - EXPIRED_NONCE_RETENTION).delete()
+    # 128 random bits, hex: EIP-4361 nonces are alphanumeric, at least 8 characters.
+    return WalletNonce.objects.create(
+        nonce=secrets.token_hex(16),
+        expires_at=now + timedelta(seconds=settings.SIWE_NONCE_TTL_SECONDS),
+    )
+
+
+def wallet_session_create(*, message: str, signature: str) -> tuple[WalletSession, str]:
+    """Checks a signed SIWE message (`agents.wallet_auth.wallet_sign_in_verify`) and returns a
+    new wallet session with its bearer token.
+
+    The token is returned here only; the session row keeps its SHA-256. The nonce is consumed by
+    a conditional UPDATE in the same transaction that creates the session, so of two concurrent
+    requests with the same signed message exactly one gets a session; a refused attempt leaves
+    the nonce usable.
+    """
+    now = timezone.now()
+    parsed = wallet_sign_in_verify(message=message, signature=signature, now=now)
+    with transaction.atomic():
+        consumed = WalletNonce.objects.filter(nonce=parsed.nonce, used_at__isnull=True, expires_at__gt=now).update(
+            used_at=now
+        )
+        if consumed != 1:
+            raise Unauthenticated(
+                "The nonce is unknown, already used or expired; get a new one from GET /api/auth/nonce.",
+                code="siwe_nonce_invalid",
+            )
+        token, lookup, hashed = new_token(WALLET_SESSION_PREFIX)
+        session = WalletSession.objects.create(
+            address=parsed.address.lower(),
+            lookup=lookup,
+            hashed_token=hashed,
+            expires_at=now + timedelta(seconds=settings.WALLET_SESSION_TTL_SECONDS),
+        )
+    return session, token
+
+
+def wallet_session_revoke(*, session: WalletSession) -> bool:
+    """Ends a wallet session; returns False if it was already revoked."""
+    revoked = bool(
+        WalletSession.objects.filter(pk=session.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    )
+    generation_bump(CREDENTIALS)  # web workers stop trusting the session they verified before
+    return revoked
 
 
 def agent_status_change(*, agent: Agent, new_status: str) -> Agent:

@@ -1,9 +1,10 @@
-"""Sign-In with Ethereum (EIP-4361): nonces, message checks and wallet sessions.
+"""Sign-In with Ethereum (EIP-4361) messages: the message a wallet signs, and the checks of a signed one.
 
-The flow: `wallet_nonce_issue` stores a single-use nonce; the client builds an EIP-4361 message
-naming SIWE_DOMAIN and that nonce, has the wallet sign it (EIP-191 `personal_sign`) and sends
-message and signature to `wallet_session_create`, which returns a bearer session bound to the
-signing address.
+The flow: `agents.services.wallet_nonce_issue` stores a single-use nonce; the client builds an
+EIP-4361 message naming SIWE_DOMAIN and that nonce (`wallet_sign_in_message` shows it), has the
+wallet sign it (EIP-191 `personal_sign`) and sends message and signature to
+`agents.services.wallet_session_create`, which checks them here (`wallet_sign_in_verify`), consumes
+the nonce and returns a bearer session bound to the signing address. This module writes nothing.
 
 Parsing uses the maintained `siwe` package; the signature is recovered with eth-account over the
 exact text received (not a re-serialisation), so what the wallet showed is what was checked.
@@ -14,28 +15,25 @@ whose wallet signed the wrong thing can retry with the same nonce):
 - 401 `siwe_bad_signature`: the signature does not recover the message's address.
 - 401 `siwe_domain_mismatch`: the message is for another domain than SIWE_DOMAIN.
 - 401 `siwe_expired` / `siwe_not_yet_valid`: outside the message's Expiration Time / Not Before.
-- 401 `siwe_nonce_invalid`: nonce never issued, already used, or older than SIWE_NONCE_TTL_SECONDS.
+- 401 `siwe_nonce_invalid` (from `wallet_session_create`): nonce never issued, already used, or
+  older than SIWE_NONCE_TTL_SECONDS.
 """
 
 from __future__ import annotations
 
-import secrets
 import warnings
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 from eth_account import Account
 from eth_account.messages import encode_defunct
 from eth_keys.exceptions import BadSignature
 from eth_utils import to_checksum_address
 
-from agentplatform.authentication import new_token
-from agentplatform.cache_generations import CREDENTIALS, generation_bump
 from agentplatform.errors import InvalidInput, Unauthenticated
 from agentplatform.wallet_addresses import wallet_address_normalize
-from agents.models import WALLET_SESSION_PREFIX, WalletNonce, WalletSession
+from agents.models import WalletNonce
 
 with warnings.catch_warnings():
     # abnf 2.8 warns that siwe's grammar restates RFC 5234 core rules; harmless (and abnf 2.9,
@@ -45,20 +43,6 @@ with warnings.catch_warnings():
 
 MAX_MESSAGE_LENGTH = 2048
 SIGN_IN_STATEMENT = "Sign in to the agent platform."
-# Nonces are kept this long past their expiry (for the admin to see), then deleted when new
-# ones are issued, so the table stays small without a scheduled job.
-EXPIRED_NONCE_RETENTION = timedelta(hours=1)
-
-
-def wallet_nonce_issue() -> WalletNonce:
-    """Stores and returns a new single-use nonce valid for SIWE_NONCE_TTL_SECONDS."""
-    now = timezone.now()
-    WalletNonce.objects.filter(expires_at__lt=now - EXPIRED_NONCE_RETENTION).delete()
-    # 128 random bits, hex: EIP-4361 nonces are alphanumeric, at least 8 characters.
-    return WalletNonce.objects.create(
-        nonce=secrets.token_hex(16),
-        expires_at=now + timedelta(seconds=settings.SIWE_NONCE_TTL_SECONDS),
-    )
 
 
 def wallet_sign_in_message(*, nonce: WalletNonce, address: str, uri: str, chain_id: int = 1) -> str:
@@ -81,13 +65,10 @@ def wallet_sign_in_message(*, nonce: WalletNonce, address: str, uri: str, chain_
     return message.prepare_message()
 
 
-def wallet_session_create(*, message: str, signature: str) -> tuple[WalletSession, str]:
-    """Checks a signed SIWE message and returns a new wallet session with its bearer token.
-
-    The token is returned here only; the session row keeps its SHA-256. The nonce is consumed by
-    a conditional UPDATE in the same transaction that creates the session, so of two concurrent
-    requests with the same signed message exactly one gets a session.
-    """
+def wallet_sign_in_verify(*, message: str, signature: str, now: datetime) -> SiweMessage:
+    """Checks a signed SIWE message at `now` (its form, signature, domain and validity period)
+    and returns it parsed; raises InvalidInput or Unauthenticated (codes above). Whether its nonce
+    is still usable is the caller's check, made where it is consumed."""
     parsed = _parse(message)
     recovered = _recover_address(message, signature)
     if recovered is None or recovered.lower() != parsed.address.lower():
@@ -97,37 +78,11 @@ def wallet_session_create(*, message: str, signature: str) -> tuple[WalletSessio
             f"The message is for domain {parsed.domain!r}; this service signs in {settings.SIWE_DOMAIN!r}.",
             code="siwe_domain_mismatch",
         )
-    now = timezone.now()
     if parsed.expiration_time is not None and now >= _parse_time(parsed.expiration_time):
         raise Unauthenticated(f"The message expired at {parsed.expiration_time}.", code="siwe_expired")
     if parsed.not_before is not None and now < _parse_time(parsed.not_before):
         raise Unauthenticated(f"The message is not valid before {parsed.not_before}.", code="siwe_not_yet_valid")
-    with transaction.atomic():
-        consumed = WalletNonce.objects.filter(nonce=parsed.nonce, used_at__isnull=True, expires_at__gt=now).update(
-            used_at=now
-        )
-        if consumed != 1:
-            raise Unauthenticated(
-                "The nonce is unknown, already used or expired; get a new one from GET /api/auth/nonce.",
-                code="siwe_nonce_invalid",
-            )
-        token, lookup, hashed = new_token(WALLET_SESSION_PREFIX)
-        session = WalletSession.objects.create(
-            address=parsed.address.lower(),
-            lookup=lookup,
-            hashed_token=hashed,
-            expires_at=now + timedelta(seconds=settings.WALLET_SESSION_TTL_SECONDS),
-        )
-    return session, token
-
-
-def wallet_session_revoke(*, session: WalletSession) -> bool:
-    """Ends a wallet session; returns False if it was already revoked."""
-    revoked = bool(
-        WalletSession.objects.filter(pk=session.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-    )
-    generation_bump(CREDENTIALS)  # web workers stop trusting the session they verified before
-    return revoked
+    return parsed
 
 
 def _parse(message: str) -> SiweMessage:

@@ -112,7 +112,7 @@ def test_expired_wallet_session_is_401(api_client):
 
 
 def test_revoked_wallet_session_is_401(api_client):
-    from agents.wallet_auth import wallet_session_revoke
+    from agents.services import wallet_session_revoke
 
     token = signed_in_token(api_client)
     assert wallet_session_revoke(session=WalletSession.objects.get()) is True

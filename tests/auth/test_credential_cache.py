@@ -13,8 +13,7 @@ from django.utils import timezone
 
 from agentplatform.cache_generations import CREDENTIALS, generation_key
 from agents.models import ApiKey, ApiKeyKind, WalletSession
-from agents.services import api_key_create, api_key_revoke
-from agents.wallet_auth import wallet_session_revoke
+from agents.services import api_key_create, api_key_revoke, wallet_session_revoke
 from tests.agents.factories import bearer, wallet_session_for
 from tests.auth.test_bearer_credentials import KEY_REFUSED, PROBE, SESSION_REFUSED
 
