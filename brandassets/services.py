@@ -22,6 +22,7 @@ from groundtruth.ingest.git_access import (
     TreeEntry,
     registry_file_read,
 )
+from groundtruth.models import Repository
 from groundtruth.registry import registry_base_dir
 
 logger = logging.getLogger(__name__)
@@ -188,8 +189,6 @@ def _sync_refused(registry_row: AssetRegistry, report: SyncReport) -> SyncReport
 def _repo_sources(entries: list[AssetEntry], declared: dict[str, RepoSource]) -> dict[str, RepoSource]:
     """Where each repo the entries name lives: brand-assets.yml's `repos:`, else sources.yml's
     repositories (as stored by the last good source registry load)."""
-    from groundtruth.models import Repository
-
     wanted = {entry.repo for entry in entries}
     sources = {name: declared[name] for name in wanted if name in declared}
     undeclared = wanted - set(sources)
