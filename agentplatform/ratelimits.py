@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
-import re
 import time
 import zlib
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from rest_framework.response import Response
 
 from agentplatform import cache_generations, response_cache
 from agentplatform.errors import ApplicationError, RateLimited
+from agentplatform.rates import rate_parse
 from agentplatform.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
 
 logger = logging.getLogger(__name__)
@@ -52,10 +52,6 @@ AUTHENTICATED = "authenticated"
 TRADING = "trading"
 # Admin sign-in attempts: per client IP and per user name tried (admin_login_attempt_count).
 ADMIN_LOGIN = "admin_login"
-
-
-_RATE_PATTERN = re.compile(r"(?P<count>[1-9]\d*)/(?P<multiplier>[1-9]\d*)?(?P<unit>[smhd])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @dataclass(frozen=True)
@@ -76,13 +72,10 @@ class RateLimitUsage:
 @lru_cache(maxsize=64)
 def parse_rate(rate: str) -> tuple[int, int]:
     """`"100/m"` -> (100, 60); `"5/10s"` -> (5, 10). Raises ImproperlyConfigured on anything else."""
-    match = _RATE_PATTERN.fullmatch(rate.strip())
-    if match is None:
-        raise ImproperlyConfigured(
-            f"Rate {rate!r} must be <count>/<unit> or <count>/<n><unit> with unit s, m, h or d (e.g. 100/m)"
-        )
-    multiplier = int(match["multiplier"] or 1)
-    return int(match["count"]), multiplier * _UNIT_SECONDS[match["unit"]]
+    try:
+        return rate_parse(rate)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from exc
 
 
 def client_ip(request: HttpRequest) -> str:

@@ -6,8 +6,12 @@ Every value comes from the environment, read here and only here through django-e
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import ipaddress
 import itertools
+import math
+import os
 import re
 import secrets
 from pathlib import Path
@@ -15,6 +19,9 @@ from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import lazy
+
+from agentplatform.rates import RATE_RULE, rate_parse
 
 # Plain Python without Django imports: the one parser of the sources-missing model's coefficients.
 from groundtruth.search.abstention_model import AbstentionModelInvalid, abstention_model_parse
@@ -38,11 +45,11 @@ def _positive_int(name: str, default: int) -> int:
 
 def _non_negative(name: str, default: int | float) -> int | float:
     """An integer or a number (the default's type) of 0 or more."""
-    read = env.int if isinstance(default, int) else env.float
+    integer = isinstance(default, int)
     try:
-        value = read(name, default=default)
+        value = env.int(name, default=default) if integer else env.float(name, default=default)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be {'an integer' if read is env.int else 'a number'}") from exc
+        raise ImproperlyConfigured(f"{name} must be {'an integer' if integer else 'a number'}") from exc
     if value < 0:
         raise ImproperlyConfigured(f"{name} must not be negative, got {value}")
     return value
@@ -66,6 +73,21 @@ def _hosts(name: str, *, networks: bool = False) -> list[str]:
     return values
 
 
+def _weights(name: str, default: dict[str, float]) -> dict[str, float]:
+    """`key=number,key=number,...` (django-environ's dict syntax), every number finite."""
+    text = env.str(name, default="").strip()
+    if not text:
+        return dict(default)
+    example = ",".join(f"{key}={value}" for key, value in list(default.items())[:2])
+    try:
+        weights = {key.strip(): float(value) for key, value in env.parse_value(text, dict).items()}
+    except ValueError:
+        weights = {}
+    if not weights or not all(math.isfinite(weight) for weight in weights.values()):
+        raise ImproperlyConfigured(f"{name} must look like {example},... with a finite number each, got {text!r}")
+    return weights
+
+
 def _boolean(name: str, default: bool) -> bool:
     value = env.str(name, default="").strip().lower()
     if not value:
@@ -75,22 +97,30 @@ def _boolean(name: str, default: bool) -> bool:
     return value in {"true", "1", "yes", "on"}
 
 
+# Importing the settings creates and writes nothing: what lives under VAR_DIR (the secret key file,
+# static files, git caches, demo data) is made by whatever first needs it. (The embedded
+# PostgreSQL, used while DATABASE_URL is unset, is still started here; it creates VAR_DIR.)
 VAR_DIR = Path(env.str("VAR_DIR", default="") or BASE_DIR / "var")
-VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
-def _secret_key() -> str:
-    """SECRET_KEY from the environment, else one generated once and kept under var/."""
-    if configured := env.str("SECRET_KEY", default=""):
-        return configured
+@functools.cache
+def _secret_key_of_this_checkout() -> str:
+    """The key generated once and kept in VAR_DIR/secret_key (mode 0600), made by the first
+    process that signs something (a session, a CSRF token), not by importing the settings."""
     key_file = VAR_DIR / "secret_key"
     if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        draft = VAR_DIR / f"secret_key.{os.getpid()}"
+        draft.write_text(secrets.token_urlsafe(50))
+        draft.chmod(0o600)
+        # Published whole: of processes starting at once, one link wins and all read its key.
+        with contextlib.suppress(FileExistsError):
+            os.link(draft, key_file)
+        draft.unlink()
     return key_file.read_text().strip()
 
 
-SECRET_KEY = _secret_key()
+SECRET_KEY = env.str("SECRET_KEY", default="") or lazy(_secret_key_of_this_checkout, str)()
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -203,8 +233,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(exist_ok=True)
+STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by `manage.py collectstatic` (make run)
 
 # Request bodies above this size are refused with 413 before they are parsed.
 DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("MAX_REQUEST_BODY_BYTES", 64 * 1024)
@@ -213,7 +242,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("MAX_REQUEST_BODY_BYTES", 64 * 1024)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["agentplatform.authentication.BearerCredentialAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's JSON renderer, which also sends bodies written by PostgreSQL (agentplatform/renderers.py).
+    "DEFAULT_RENDERER_CLASSES": ["agentplatform.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["agentplatform.json_bodies.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "agentplatform.openapi.ProblemDetailsAutoSchema",
     "EXCEPTION_HANDLER": "agentplatform.errors.problem_exception_handler",
@@ -252,8 +282,10 @@ if not COIN_SEGMENT.isidentifier() and not COIN_SEGMENT.replace("-", "").isalnum
 def _rate(name: str, default: str) -> str:
     """A rate limit such as `100/m` (count per s, m, h or d, optionally `5/10s`)."""
     value = env.str(name, default=default).strip()
-    if not re.fullmatch(r"[1-9]\d*/([1-9]\d*)?[smhd]", value):
-        raise ImproperlyConfigured(f"{name} must look like 100/m (count/[n]s|m|h|d), got {value!r}")
+    try:
+        rate_parse(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} {RATE_RULE}, got {value!r}") from None
     return value
 
 
@@ -262,9 +294,8 @@ RATE_LIMIT_AUTHENTICATED = _rate("RATE_LIMIT_AUTHENTICATED", "500/m")
 RATE_LIMIT_TRADING = _rate("RATE_LIMIT_TRADING", "60/m")
 # Admin sign-in attempts (POSTs to /admin/login/), counted per client IP and per user name tried.
 RATE_LIMIT_ADMIN_LOGIN = _rate("RATE_LIMIT_ADMIN_LOGIN", "10/5m")
-TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
-if TRUSTED_PROXY_COUNT < 0:
-    raise ImproperlyConfigured("TRUSTED_PROXY_COUNT must be 0 or more (proxies that append to X-Forwarded-For)")
+# Proxies in front of the server that append to X-Forwarded-For (0: none; REMOTE_ADDR is the client).
+TRUSTED_PROXY_COUNT = _non_negative("TRUSTED_PROXY_COUNT", 0)
 if TRUSTED_PROXY_COUNT:
     # The proxies terminate TLS and say so (they must overwrite, not pass on, the client's header).
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -291,12 +322,7 @@ SOURCE_REGISTRY_REF = env.str("SOURCE_REGISTRY_REF", default="main")
 SOURCE_REGISTRY_PATH = env.str("SOURCE_REGISTRY_PATH", default="sources.yml")
 BRAND_ASSETS_PATH = env.str("BRAND_ASSETS_PATH", default="brand-assets.yml")
 # In-process cache of asset bytes per web worker, keyed by blob SHA; total bytes, 0 disables it.
-try:
-    ASSET_CONTENT_CACHE_BYTES = env.int("ASSET_CONTENT_CACHE_BYTES", default=64 * 1024 * 1024)
-except ValueError as exc:
-    raise ImproperlyConfigured("ASSET_CONTENT_CACHE_BYTES must be an integer") from exc
-if ASSET_CONTENT_CACHE_BYTES < 0:
-    raise ImproperlyConfigured("ASSET_CONTENT_CACHE_BYTES must not be negative")
+ASSET_CONTENT_CACHE_BYTES = _non_negative("ASSET_CONTENT_CACHE_BYTES", 64 * 1024 * 1024)
 # Cache-Control max-age (seconds) of /assets/.../content responses.
 ASSET_CONTENT_MAX_AGE_SECONDS = _positive_int("ASSET_CONTENT_MAX_AGE_SECONDS", 300)
 # How long a web worker keeps the asset row a content URL resolved to (seconds; 0: ask the
@@ -354,7 +380,8 @@ INGEST_HEARTBEAT_SECONDS = _positive_int("INGEST_HEARTBEAT_SECONDS", 10)
 INGEST_STALE_SECONDS = _positive_int("INGEST_STALE_SECONDS", 120)
 # A queued run no worker picked up within this time is marked failed.
 INGEST_QUEUED_TIMEOUT_SECONDS = _positive_int("INGEST_QUEUED_TIMEOUT_SECONDS", 3600)
-INGEST_RETRY_MAX = env.int("INGEST_RETRY_MAX", default=3)
+# Retries of an ingest after a transient (network) error; 0: none.
+INGEST_RETRY_MAX = _non_negative("INGEST_RETRY_MAX", 3)
 INGEST_RETRY_BACKOFF_SECONDS = _positive_int("INGEST_RETRY_BACKOFF_SECONDS", 30)
 # Crontab (minute hour day-of-month month day-of-week) of the beat re-ingest; "off" disables it.
 INGEST_SCHEDULE = env.str("INGEST_SCHEDULE", default="17 * * * *")
@@ -395,16 +422,9 @@ SEARCH_HNSW_MAX_SCAN_TUPLES = _positive_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000
 SEARCH_EMBEDDING_CACHE_SIZE = _positive_int("SEARCH_EMBEDDING_CACHE_SIZE", 1024)
 # Multipliers of the fused score by trust tier: near-tie breakers, so each is in [0.9, 1].
 _trust_tiers = ("canonical", "reviewed", "community", "transcript")
-try:
-    SEARCH_TRUST_WEIGHTS = {
-        tier: float(weight)
-        for tier, weight in env.dict(
-            "SEARCH_TRUST_WEIGHTS",
-            default={"canonical": 1.0, "reviewed": 0.98, "community": 0.96, "transcript": 0.92},
-        ).items()
-    }
-except ValueError as exc:
-    raise ImproperlyConfigured("SEARCH_TRUST_WEIGHTS must look like canonical=1.0,reviewed=0.98,...") from exc
+SEARCH_TRUST_WEIGHTS = _weights(
+    "SEARCH_TRUST_WEIGHTS", {"canonical": 1.0, "reviewed": 0.98, "community": 0.96, "transcript": 0.92}
+)
 if (
     sorted(SEARCH_TRUST_WEIGHTS) != sorted(_trust_tiers)
     or any(not 0.9 <= weight <= 1 for weight in SEARCH_TRUST_WEIGHTS.values())
@@ -425,21 +445,20 @@ ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 8)
 # Missing sources (groundtruth/search/abstention.py): a logistic model over evidence features,
 # `intercept=...,<feature>=<weight>,...`; below ASK_ABSTENTION_THRESHOLD (the probability that the
 # passages answer) the sources are missing. Fitted by `manage.py abstention_fit`.
+_abstention_weights = _weights(
+    "ASK_ABSTENTION_MODEL",
+    {
+        "intercept": -9.684,
+        "heading_similarity": 7.224,
+        "peak": 4.88,
+        "coverage": 1.765,
+        "agreement": 0.1916,
+        "named_known": 1.947,
+        "names_together": 3.361,
+    },
+)
 try:
-    ASK_ABSTENTION_MODEL = abstention_model_parse(
-        env.dict(
-            "ASK_ABSTENTION_MODEL",
-            default={
-                "intercept": -9.684,
-                "heading_similarity": 7.224,
-                "peak": 4.88,
-                "coverage": 1.765,
-                "agreement": 0.1916,
-                "named_known": 1.947,
-                "names_together": 3.361,
-            },
-        )
-    )
+    ASK_ABSTENTION_MODEL = abstention_model_parse(_abstention_weights)
 except AbstentionModelInvalid as exc:
     raise ImproperlyConfigured(f"ASK_ABSTENTION_MODEL: {exc}") from exc
 ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.329)
