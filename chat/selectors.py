@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 
+from agentplatform.renderers import RenderedJSON
+from agentplatform.sql_json import json_array, json_object, json_text, json_timestamp
+from agents.models import Agent
 from chat.models import ChatMessage
 
 SYSTEM_SENDER_NAME = "System"
@@ -26,15 +31,54 @@ def chat_messages_with_sender() -> QuerySet[ChatMessage, dict[str, Any]]:
     ).values(*FEED_FIELDS)
 
 
-def chat_feed(*, limit: int, before: int | None = None) -> QuerySet[ChatMessage, dict[str, Any]]:
-    """The newest `limit` visible messages, newest first; `before` pages to messages older than that id.
+@dataclass(frozen=True)
+class ChatFeedPage:
+    body: RenderedJSON  # the messages as GET /api/chat sends them
+    count: int
+    oldest_id: int | None  # where the next page starts (`before`)
+
+
+# A message in ChatMessageSerializer's shape, rendered by PostgreSQL (agentplatform/sql_json.py).
+_FEED_MESSAGE_JSON = json_object(
+    [
+        ("id", json_text("m.id")),
+        ("sender_name", json_text(f"coalesce(a.name, '{SYSTEM_SENDER_NAME}')")),
+        ("sender_instance_id", json_text("coalesce(a.instance_id, '')")),
+        ("message", json_text("m.message")),
+        ("message_type", json_text("m.message_type")),
+        ("created_at", json_timestamp("m.created_at")),
+    ]
+)
+# The newest visible messages (the partial index chat_message_visible_feed), each rendered once.
+_FEED_SQL = """
+SELECT count(*), min(page.id), {messages}
+FROM (
+    SELECT m.id, {message} AS message_json
+    FROM {messages_table} m LEFT JOIN {agents_table} a ON a.id = m.agent_id
+    WHERE m.hidden_at IS NULL {before}
+    ORDER BY m.id DESC
+    LIMIT %(limit)s
+) AS page
+"""
+
+
+def chat_feed(*, limit: int, before: int | None = None) -> ChatFeedPage:
+    """The newest `limit` visible messages, newest first, as the feed sends them; `before` pages to
+    messages older than that id. One query, which also writes the JSON.
 
     Ids grow in posting order, so paging by id is stable while new messages arrive.
     """
-    messages = chat_messages_with_sender().filter(hidden_at__isnull=True)
-    if before is not None:
-        messages = messages.filter(id__lt=before)
-    return messages.order_by("-id")[:limit]
+    sql = _FEED_SQL.format(
+        messages=json_array("page.message_json", order_by="page.id DESC"),
+        message=_FEED_MESSAGE_JSON,
+        messages_table=connection.ops.quote_name(ChatMessage._meta.db_table),
+        agents_table=connection.ops.quote_name(Agent._meta.db_table),
+        before="AND m.id < %(before)s" if before is not None else "",
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"limit": limit, "before": before})
+        count, oldest_id, body = cursor.fetchone()
+    return ChatFeedPage(body=RenderedJSON(body), count=count, oldest_id=oldest_id)
 
 
 def chat_message_get(*, message_id: int) -> dict[str, Any]:

@@ -9,8 +9,11 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.db import connection
 
 from agentplatform.errors import NotFound
+from agentplatform.renderers import RenderedJSON, compact_json
+from agentplatform.sql_json import json_array, json_number, json_object, json_timestamp
 from coin.models import PricePoint, Wallet
 
+NO_PRICE_DATA = "There is no price data yet."
 PERCENT_PLACES = Decimal("0.01")
 MONEY_PLACES = Decimal("0.00000001")
 
@@ -53,7 +56,7 @@ class PriceHistory:
 # start itself and the last one is open-ended, which holds the newest point at exactly `end`. The
 # microsecond counts stay below 2**53 (365 days is 3.2e13 us), so scaling the interval by them is exact.
 # `first_price` is the earliest point of the period, the base of price_change_percent.
-_HISTORY_SQL = """
+_PERIOD_POINTS = """
 WITH newest AS (
     SELECT timestamp, price, supply, timestamp - %(period)s AS period_start
     FROM {table} ORDER BY timestamp DESC LIMIT 1
@@ -66,18 +69,51 @@ WITH newest AS (
              ELSE n.period_start + ((%(period_us)s * (b + 1) + %(limit)s - 1) / %(limit)s) * INTERVAL '1 microsecond'
         END AS high
     FROM newest n CROSS JOIN generate_series(0::bigint, %(limit)s - 1) AS b
+), points AS (
+    SELECT last_point.timestamp, last_point.price
+    FROM newest n
+    CROSS JOIN buckets
+    CROSS JOIN LATERAL (
+        SELECT p.timestamp, p.price FROM {table} p
+        WHERE p.timestamp >= buckets.low AND p.timestamp < buckets.high
+        ORDER BY p.timestamp DESC LIMIT 1
+    ) AS last_point
 )
-SELECT last_point.timestamp, last_point.price, n.timestamp, n.price, n.supply,
-       (SELECT f.price FROM {table} f WHERE f.timestamp > n.period_start ORDER BY f.timestamp LIMIT 1)
-FROM newest n
-CROSS JOIN buckets
-CROSS JOIN LATERAL (
-    SELECT p.timestamp, p.price FROM {table} p
-    WHERE p.timestamp >= buckets.low AND p.timestamp < buckets.high
-    ORDER BY p.timestamp DESC LIMIT 1
-) AS last_point
-ORDER BY last_point.timestamp
 """
+_FIRST_PRICE = "(SELECT f.price FROM {table} f WHERE f.timestamp > n.period_start ORDER BY f.timestamp LIMIT 1)"
+# The points as rows, for the admin's chart.
+_HISTORY_SQL = (
+    _PERIOD_POINTS
+    + f"""
+SELECT points.timestamp, points.price, n.timestamp, n.price, n.supply, {_FIRST_PRICE}
+FROM newest n CROSS JOIN points
+ORDER BY points.timestamp
+"""
+)
+# The points as PriceSampleSerializer's JSON objects, written by PostgreSQL (agentplatform/sql_json.py).
+_SAMPLE_JSON = json_object([("price", json_number("points.price")), ("timestamp", json_timestamp("points.timestamp"))])
+_HISTORY_JSON_SQL = (
+    _PERIOD_POINTS
+    + f"""
+SELECT n.price, n.supply, {_FIRST_PRICE},
+       (SELECT {json_array(_SAMPLE_JSON, order_by="points.timestamp")} FROM points)
+FROM newest n
+"""
+)
+
+
+def _history_query(sql: str, *, period: timedelta, limit: int) -> tuple[str, dict[str, object]]:
+    params = {"period": period, "period_us": period // timedelta(microseconds=1), "limit": limit}
+    # replace(), not format(): the JSON builders' SQL holds braces.
+    return sql.replace("{table}", connection.ops.quote_name(PricePoint._meta.db_table)), params
+
+
+def _change_percent(newest_price: Decimal, first_price: Decimal) -> Decimal:
+    return ((newest_price - first_price) / first_price * 100).quantize(PERCENT_PLACES, rounding=ROUND_HALF_UP)
+
+
+def _market_cap(price: Decimal, supply: Decimal) -> Decimal:
+    return (price * supply).quantize(MONEY_PLACES, rounding=ROUND_HALF_UP)
 
 
 def price_history_get(*, period: timedelta, limit: int) -> PriceHistory:
@@ -89,22 +125,41 @@ def price_history_get(*, period: timedelta, limit: int) -> PriceHistory:
     the raw points of the period, rounded half-up to 2 decimals. One SQL query; 404 when there
     is no price data at all.
     """
-    sql = _HISTORY_SQL.format(table=connection.ops.quote_name(PricePoint._meta.db_table))
-    params = {"period": period, "period_us": period // timedelta(microseconds=1), "limit": limit}
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(*_history_query(_HISTORY_SQL, period=period, limit=limit))
         rows = cursor.fetchall()
     if not rows:
-        raise NotFound("There is no price data yet.", code="no_price_data")
+        raise NotFound(NO_PRICE_DATA, code="no_price_data")
     _, _, newest_at, newest_price, supply, first_price = rows[0]
-    change = ((newest_price - first_price) / first_price * 100).quantize(PERCENT_PLACES, rounding=ROUND_HALF_UP)
     return PriceHistory(
         current=CurrentPrice(
             price=newest_price,
             supply=supply,
-            market_cap=(newest_price * supply).quantize(MONEY_PLACES, rounding=ROUND_HALF_UP),
+            market_cap=_market_cap(newest_price, supply),
             timestamp=newest_at,
         ),
-        price_change_percent=change,
+        price_change_percent=_change_percent(newest_price, first_price),
         history=[PriceSample(price=price, timestamp=timestamp) for timestamp, price, *_ in rows],
+    )
+
+
+def price_history_json(*, period: timedelta, limit: int) -> RenderedJSON:
+    """GET /api/<COIN_SEGMENT>/history's body (PriceHistorySerializer's shape): what
+    price_history_get reads, in one query that also writes the history's JSON; 404 when there is
+    no price data at all."""
+    with connection.cursor() as cursor:
+        cursor.execute(*_history_query(_HISTORY_JSON_SQL, period=period, limit=limit))
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound(NO_PRICE_DATA, code="no_price_data")
+    newest_price, supply, first_price, history = row
+    # The few numbers as DRF writes them (float), the history as PostgreSQL wrote it.
+    current = {
+        "price": float(newest_price),
+        "supply": float(supply),
+        "market_cap": float(_market_cap(newest_price, supply)),
+    }
+    change = float(_change_percent(newest_price, first_price))
+    return RenderedJSON(
+        f'{{"current":{compact_json(current)},"price_change_percent":{compact_json(change)},"history":{history}}}'
     )

@@ -13,7 +13,7 @@ from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agentplatform.response_cache import cached_response
 from coin.permissions import IsWalletCredential, wallet_read_ensure_allowed
-from coin.selectors import price_history_get, wallet_balance_get
+from coin.selectors import price_history_json, wallet_balance_get
 from coin.serializers import (
     HISTORY_LIMIT_DEFAULT,
     HISTORY_LIMIT_MAX,
@@ -95,5 +95,5 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     @cached_response
     def history(self, request: Request) -> Response:
         query = query_validated(HistoryQuerySerializer, request)
-        history = price_history_get(period=query["period"], limit=query["limit"])
-        return Response(PriceHistorySerializer(history).data)
+        # Written mostly by PostgreSQL in PriceHistorySerializer's shape, which documents it in the schema.
+        return Response(price_history_json(period=query["period"], limit=query["limit"]))

@@ -1,0 +1,40 @@
+"""The API's JSON renderer: DRF's, which also sends bodies the database has already rendered.
+
+A view returns `Response(RenderedJSON(text))` for a body built in SQL (agentplatform/sql_json.py)
+and this renderer sends those bytes as DRF's own rendering of the same data would be: compact,
+non-ASCII kept, U+2028 and U+2029 escaped. A client asking for an indent
+(`Accept: application/json; indent=2`) gets the document parsed and indented by DRF, as before.
+Everything else is rendered by DRF unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rest_framework import renderers
+
+
+class RenderedJSON:
+    """A JSON document already written out (compact, as DRF writes it)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def compact_json(value: Any) -> str:
+    """`value` (plain JSON types) as DRF's JSONRenderer writes it, for joining with RenderedJSON text."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class JSONRenderer(renderers.JSONRenderer):
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: dict[str, Any] | None = None
+    ) -> bytes:
+        if isinstance(data, RenderedJSON):
+            if self.get_indent(accepted_media_type or "", renderer_context or {}) is None:
+                return data.text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
+            data = json.loads(data.text)
+        return super().render(data, accepted_media_type, renderer_context)
