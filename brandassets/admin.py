@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
@@ -13,7 +14,8 @@ from django.utils.html import format_html
 
 from brandassets.models import AssetRegistry, BrandAsset
 from brandassets.registry import IMAGE_FORMATS
-from brandassets.services import SyncReport, asset_registry_sync, registry_location
+from brandassets.services import SyncReport, asset_registry_sync
+from groundtruth.registry_files import registry_location
 
 
 def _report_to_messages(request: HttpRequest, report: SyncReport) -> None:
@@ -101,7 +103,7 @@ class BrandAssetAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(reverse("admin:brandassets_brandasset_changelist"))
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        registry = AssetRegistry.objects.filter(location=registry_location()).first()
+        registry = AssetRegistry.objects.filter(location=registry_location(settings.BRAND_ASSETS_PATH)).first()
         context = {
             "asset_registry": registry,
             "missing_count": BrandAsset.objects.filter(missing=True).count(),

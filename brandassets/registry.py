@@ -21,8 +21,9 @@ products:
 A repo not declared under `repos:` is looked up among the repositories of the source registry
 (sources.yml) by name at sync time.
 
-Errors name the file, the line and the entry (`brand-assets.yml:12: products.acme-app.logo[0]:
-unknown key 'colour'; allowed: ...`). All errors of a file are collected, not only the first.
+Read with the validator sources.yml uses (groundtruth/registry_files.py): errors name the file,
+the line and the entry (`brand-assets.yml:12: products.acme-app.logo[0].colour: unknown key;
+allowed keys: ...`), and all errors of a file are collected, not only the first.
 """
 
 from __future__ import annotations
@@ -32,15 +33,11 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from groundtruth.ingest.git_refs import REF_REGEX
-from groundtruth.ingest.source_policy import SourceRefused, source_location
-
-# One error type for both registry files: a list of problems, each naming file, entry and problem.
-from groundtruth.registry import RegistryInvalid, registry_yaml_compose
+# The toolkit both registry files share: YAML with line numbers, one validator, one error type.
+from groundtruth.registry_files import RegistryFileValidator, RegistryInvalid, is_null, registry_yaml_compose
 
 # Product and kind names are URL path segments of /assets/<product>/<kind>: keep them to a
 # conservative alphabet so that no name can carry a separator, a dot segment or an escape.
@@ -73,17 +70,6 @@ ENTRY_KEYS = ("repo", "path", "ref", "format", "theme", "width", "height", "desc
 REPO_KEYS = ("url", "web_url", "ref")
 TOP_LEVEL_KEYS = ("defaults", "repos", "products")
 DEFAULT_KEYS = ("ref",)
-
-
-@dataclass(frozen=True)
-class RegistryProblem:
-    line: int | None
-    where: str
-    message: str
-
-    def render(self, file_name: str) -> str:
-        location = f"{file_name}:{self.line}" if self.line else file_name
-        return f"{location}: {self.where}: {self.message}" if self.where else f"{location}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -156,72 +142,15 @@ def path_problem(path: str) -> str | None:
     return None
 
 
-class _Validator:
-    def __init__(self) -> None:
-        self.problems: list[RegistryProblem] = []
+class _Validator(RegistryFileValidator):
+    """The shared registry-file readers, plus brand-assets.yml's pixel sizes."""
 
-    def problem(self, node: yaml.Node | None, where: str, message: str) -> None:
-        line = node.start_mark.line + 1 if node is not None else None
-        self.problems.append(RegistryProblem(line=line, where=where, message=message))
-
-    def mapping(self, node: yaml.Node, where: str) -> list[tuple[str, yaml.Node, yaml.Node]] | None:
-        if not isinstance(node, yaml.MappingNode):
-            self.problem(node, where, "must be a mapping")
-            return None
-        pairs: list[tuple[str, yaml.Node, yaml.Node]] = []
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                self.problem(key_node, where, "keys must be plain strings")
-                continue
-            key = str(key_node.value)
-            if key in seen:
-                self.problem(key_node, where, f"duplicate key '{key}'")
-                continue
-            seen.add(key)
-            pairs.append((key, key_node, value_node))
-        return pairs
-
-    def unknown_keys(self, pairs: list[tuple[str, yaml.Node, yaml.Node]], allowed: tuple[str, ...], where: str) -> None:
-        for key, key_node, _value in pairs:
-            if key not in allowed:
-                self.problem(key_node, where, f"unknown key '{key}'; allowed: {', '.join(allowed)}")
-
-    def scalar(self, node: yaml.Node, where: str) -> Any:
-        if not isinstance(node, yaml.ScalarNode):
-            self.problem(node, where, "must be a single value")
-            return None
-        return _resolve(node)
-
-    def string(
-        self, node: yaml.Node, where: str, *, pattern: re.Pattern[str] | None = None, hint: str = ""
-    ) -> str | None:
-        value = self.scalar(node, where)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.problem(node, where, "must be a non-empty string")
-            return None
-        if pattern is not None and not pattern.match(value):
-            self.problem(node, where, f"{value!r} is not valid{': ' + hint if hint else ''}")
-            return None
-        return value
-
-    def positive_int(self, node: yaml.Node, where: str) -> int | None:
-        value = self.scalar(node, where)
+    def positive_int(self, node: yaml.Node, key: str) -> int | None:
+        value = self.scalar(node, key)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 100_000:
-            self.problem(node, where, "must be a whole number of pixels between 1 and 100000")
+            self.error(node, key, "must be a whole number of pixels between 1 and 100000")
             return None
         return value
-
-
-def _resolve(node: yaml.ScalarNode) -> Any:
-    """The Python value of a plain scalar with the YAML 1.1 core types PyYAML's safe loader knows."""
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
 
 
 def registry_parse(
@@ -232,89 +161,78 @@ def registry_parse(
     Repo URLs follow sources.yml's rule (groundtruth/ingest/source_policy.py); `base_dir`
     resolves relative local paths, as there.
     """
-    validator = _Validator()
+    validator = _Validator(file_name)
     root = registry_yaml_compose(text=text, filename=file_name)
     if root is None:
         raise RegistryInvalid([f"{file_name}: the file is empty; write `products: {{}}` to list no assets"])
     top = validator.mapping(root, "")
     if top is None:
-        raise RegistryInvalid([problem.render(file_name) for problem in validator.problems])
+        raise RegistryInvalid(validator.errors)
     validator.unknown_keys(top, TOP_LEVEL_KEYS, "")
-    sections = {key: value for key, _key_node, value in top}
+    sections = {key: value for key, (_key_node, value) in top.items()}
 
     default_ref = "main"
     if "defaults" in sections:
-        defaults = validator.mapping(sections["defaults"], "defaults") or []
+        defaults = validator.mapping(sections["defaults"], "defaults") or {}
         validator.unknown_keys(defaults, DEFAULT_KEYS, "defaults")
-        for key, _key_node, value in defaults:
-            if key == "ref":
-                default_ref = validator.string(value, "defaults.ref", pattern=REF_REGEX, hint="not a git ref") or "main"
+        if "ref" in defaults:
+            default_ref = validator.ref(defaults["ref"][1], "defaults.ref") or "main"
 
     repos: dict[str, RepoSource] = {}
     if "repos" in sections:
-        for name, name_node, value in validator.mapping(sections["repos"], "repos") or []:
-            where = f"repos.{name}"
-            if not REPO_NAME_PATTERN.match(name):
-                validator.problem(name_node, where, "repo names are owner/name")
-                continue
-            pairs = validator.mapping(value, where)
-            if pairs is None:
-                continue
-            validator.unknown_keys(pairs, REPO_KEYS, where)
-            fields = {key: node for key, _key_node, node in pairs}
-            if "url" not in fields:
-                validator.problem(value, where, "missing required key 'url'")
-                continue
-            url = validator.string(fields["url"], f"{where}.url")
-            if url:
-                try:
-                    url = source_location(url, base_dir=base_dir)
-                except SourceRefused as exc:
-                    validator.problem(fields["url"], f"{where}.url", str(exc))
-                    url = None
-            web_url = ""
-            if "web_url" in fields:
-                web_url = validator.string(fields["web_url"], f"{where}.web_url") or ""
-                if web_url and not web_url.startswith(("https://", "http://")):
-                    validator.problem(fields["web_url"], f"{where}.web_url", "must be an http(s) URL")
-                    web_url = ""
-            repo_ref = ""
-            if "ref" in fields:
-                repo_ref = (
-                    validator.string(fields["ref"], f"{where}.ref", pattern=REF_REGEX, hint="not a git ref") or ""
-                )
-            if url:
-                repos[name] = RepoSource(name=name, url=url, web_url=web_url, ref=repo_ref)
+        for name, (name_node, value) in (validator.mapping(sections["repos"], "repos") or {}).items():
+            if source := _repo_source(validator, name, name_node, value, base_dir):
+                repos[name] = source
 
     entries: list[AssetEntry] = []
     if "products" not in sections:
-        validator.problem(root, "", "missing required key 'products'")
+        validator.error(root, "", "missing required key 'products'")
     else:
         products_node = sections["products"]
-        products = [] if _is_null(products_node) else validator.mapping(products_node, "products") or []
-        for product, product_key, kinds_node in products:
+        products = {} if is_null(products_node) else validator.mapping(products_node, "products") or {}
+        for product, (product_key, kinds_node) in products.items():
             if not NAME_PATTERN.match(product):
-                validator.problem(product_key, f"products.{product}", _name_hint("product"))
+                validator.error(product_key, f"products.{product}", _name_hint("product"))
                 continue
-            for kind, kind_key, list_node in validator.mapping(kinds_node, f"products.{product}") or []:
+            for kind, (kind_key, list_node) in (validator.mapping(kinds_node, f"products.{product}") or {}).items():
                 where_kind = f"products.{product}.{kind}"
                 if not NAME_PATTERN.match(kind):
-                    validator.problem(kind_key, where_kind, _name_hint("kind"))
+                    validator.error(kind_key, where_kind, _name_hint("kind"))
                     continue
                 if not isinstance(list_node, yaml.SequenceNode):
-                    validator.problem(list_node, where_kind, "must be a list of assets")
+                    validator.error(list_node, where_kind, "must be a list of assets")
                     continue
                 for index, item in enumerate(list_node.value):
                     entry = _entry(validator, item, product, kind, index, len(entries), default_ref, repos)
                     if entry is not None:
                         entries.append(entry)
-    if validator.problems:
-        raise RegistryInvalid([problem.render(file_name) for problem in validator.problems])
+    validator.raise_if_invalid()
     return BrandRegistry(entries=entries, repos=repos)
 
 
-def _is_null(node: yaml.Node) -> bool:
-    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+def _repo_source(
+    validator: _Validator, name: str, name_node: yaml.Node, node: yaml.Node, base_dir: Path | None
+) -> RepoSource | None:
+    where = f"repos.{name}"
+    if not REPO_NAME_PATTERN.match(name):
+        validator.error(name_node, where, "repo names are owner/name")
+        return None
+    fields = validator.mapping(node, where)
+    if fields is None:
+        return None
+    validator.unknown_keys(fields, REPO_KEYS, where)
+    if "url" not in fields:
+        validator.error(node, where, "missing required key 'url'")
+        return None
+    url = validator.repository_url(fields["url"][1], f"{where}.url", base_dir=base_dir)
+    web_url = ""
+    if "web_url" in fields:
+        web_url = validator.string(fields["web_url"][1], f"{where}.web_url") or ""
+        if web_url and not web_url.startswith(("https://", "http://")):
+            validator.error(fields["web_url"][1], f"{where}.web_url", "must be an http(s) URL")
+            web_url = ""
+    repo_ref = (validator.ref(fields["ref"][1], f"{where}.ref") or "") if "ref" in fields else ""
+    return RepoSource(name=name, url=url, web_url=web_url, ref=repo_ref) if url else None
 
 
 def _name_hint(what: str) -> str:
@@ -332,31 +250,31 @@ def _entry(
     repos: dict[str, RepoSource],
 ) -> AssetEntry | None:
     where = f"products.{product}.{kind}[{index}]"
-    pairs = validator.mapping(node, where)
-    if pairs is None:
+    items = validator.mapping(node, where)
+    if items is None:
         return None
-    before = len(validator.problems)
-    validator.unknown_keys(pairs, ENTRY_KEYS, where)
-    fields = {key: value for key, _key_node, value in pairs}
+    before = len(validator.errors)
+    validator.unknown_keys(items, ENTRY_KEYS, where)
+    fields = {key: value for key, (_key_node, value) in items.items()}
     for required in ("repo", "path"):
         if required not in fields:
-            validator.problem(node, where, f"missing required key '{required}'")
+            validator.error(node, where, f"missing required key '{required}'")
     repo = path = None
     if "repo" in fields:
         repo = validator.string(fields["repo"], f"{where}.repo", pattern=REPO_NAME_PATTERN, hint="expected owner/name")
     if "path" in fields:
         path = validator.string(fields["path"], f"{where}.path")
         if path is not None and (problem := path_problem(path)):
-            validator.problem(fields["path"], f"{where}.path", f"{path!r} {problem}")
+            validator.error(fields["path"], f"{where}.path", f"{path!r} {problem}")
             path = None
     ref = ""
     if "ref" in fields:
-        ref = validator.string(fields["ref"], f"{where}.ref", pattern=REF_REGEX, hint="not a git ref") or ""
+        ref = validator.ref(fields["ref"], f"{where}.ref") or ""
     asset_format = ""
     if "format" in fields:
         value = validator.string(fields["format"], f"{where}.format")
         if value is not None and value.lower() not in CONTENT_TYPES:
-            validator.problem(
+            validator.error(
                 fields["format"], f"{where}.format", f"unknown format {value!r}; allowed: {', '.join(CONTENT_TYPES)}"
             )
         elif value is not None:
@@ -365,7 +283,7 @@ def _entry(
     if "theme" in fields:
         value = validator.string(fields["theme"], f"{where}.theme")
         if value is not None and value not in THEMES:
-            validator.problem(fields["theme"], f"{where}.theme", f"must be one of {', '.join(THEMES)}")
+            validator.error(fields["theme"], f"{where}.theme", f"must be one of {', '.join(THEMES)}")
         elif value is not None:
             theme = value
     width = validator.positive_int(fields["width"], f"{where}.width") if "width" in fields else None
@@ -374,12 +292,12 @@ def _entry(
     if "description" in fields:
         value = validator.scalar(fields["description"], f"{where}.description")
         if not isinstance(value, str) or len(value) > 1000:
-            validator.problem(
+            validator.error(
                 fields["description"], f"{where}.description", "must be a string of at most 1000 characters"
             )
         else:
             description = value.strip()
-    if len(validator.problems) != before or repo is None or path is None:
+    if len(validator.errors) != before or repo is None or path is None:
         return None
     if not ref:
         ref = repos[repo].ref if repo in repos and repos[repo].ref else default_ref

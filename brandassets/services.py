@@ -13,7 +13,7 @@ from django.utils import timezone
 from agentplatform.errors import ServiceUnavailable
 from brandassets.content_cache import asset_record_cache, blob_contents
 from brandassets.models import AssetRegistry, BrandAsset
-from brandassets.registry import AssetEntry, RegistryInvalid, RepoSource, registry_parse
+from brandassets.registry import AssetEntry, RepoSource, registry_parse
 from groundtruth.ingest.git_access import (
     MODE_EXECUTABLE,
     MODE_FILE,
@@ -23,7 +23,7 @@ from groundtruth.ingest.git_access import (
     registry_file_read,
 )
 from groundtruth.models import Repository
-from groundtruth.registry import registry_base_dir
+from groundtruth.registry_files import RegistryInvalid, registry_base_dir, registry_location
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +82,6 @@ class SyncReport:
         return lines
 
 
-def registry_location() -> str:
-    return f"{settings.SOURCE_REGISTRY_REPO}@{settings.SOURCE_REGISTRY_REF}:{settings.BRAND_ASSETS_PATH}"
-
-
 @dataclass
 class _RepoState:
     """One repo as seen during a sync: its cache, and per ref the commit and its files."""
@@ -116,7 +112,7 @@ def asset_registry_sync() -> SyncReport:
     refused), its assets keep their last good resolution, still readable from the local git cache,
     with a warning in the report rather than going dark; assets never resolved before are missing.
     """
-    location = registry_location()
+    location = registry_location(settings.BRAND_ASSETS_PATH)
     registry_row, _created = AssetRegistry.objects.get_or_create(location=location)
     try:
         registry_file = registry_file_read(path=settings.BRAND_ASSETS_PATH)

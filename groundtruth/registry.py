@@ -27,9 +27,9 @@ Validation errors name the file, the line and the key, e.g.
 `sources.yml:7: repos[0].url: credentials in the URL are not allowed; use GIT_HTTP_TOKEN`.
 Unknown keys are errors (a typo must not silently change what is indexed). Relative local paths
 are resolved against the registry repository's work tree location when it is local, else refused.
-Where a URL may point is one rule for both registry files (groundtruth/ingest/source_policy.py):
-local paths under GIT_LOCAL_ROOTS, http(s) hosts on private addresses only when
-GIT_ALLOW_PRIVATE_HOSTS allows them.
+Both registry files are read with one toolkit (groundtruth/registry_files.py), and where a URL
+may point is one rule for both (groundtruth/ingest/source_policy.py): local paths under
+GIT_LOCAL_ROOTS, http(s) hosts on private addresses only when GIT_ALLOW_PRIVATE_HOSTS allows them.
 
 Glob semantics (wcmatch `globmatch` with GLOBSTAR | BRACE | DOTGLOB | FORCEUNIX):
 paths are matched relative to the repository root with `/` separators; `*` and `?` match within
@@ -46,15 +46,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
-from django.conf import settings
 from wcmatch import glob as wcglob
 
-from groundtruth.ingest.git_refs import REF_RULE, ref_is_valid
-from groundtruth.ingest.source_policy import SourceRefused, source_location
 from groundtruth.models import TrustTier
+from groundtruth.registry_files import RegistryFileValidator, RegistryInvalid, registry_yaml_compose
 
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 REPO_TRUST_TIERS = (TrustTier.CANONICAL.value, TrustTier.REVIEWED.value, TrustTier.COMMUNITY.value)
@@ -63,14 +60,6 @@ _TOP_KEYS = {"defaults", "repos", "transcripts"}
 _DEFAULT_KEYS = {"ref", "include", "exclude", "trust", "owners"}
 _REPO_KEYS = {"name", "url", "ref", "include", "exclude", "trust", "owners", "enabled"}
 _TRANSCRIPT_KEYS = {"enabled", "repos"}
-
-
-class RegistryInvalid(Exception):
-    """sources.yml could not be used; `errors` lists each problem as `file:line: key: problem`."""
-
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("; ".join(errors))
-        self.errors = errors
 
 
 @dataclass(frozen=True)
@@ -95,56 +84,8 @@ class SourceRegistry:
         return next((spec for spec in self.repositories if spec.name == name), None)
 
 
-class _Validator:
-    def __init__(self, filename: str) -> None:
-        self.filename = filename
-        self.errors: list[str] = []
-
-    def error(self, node: yaml.Node | None, key: str, problem: str) -> None:
-        line = f":{node.start_mark.line + 1}" if node is not None else ""
-        self.errors.append(f"{self.filename}{line}: {key}: {problem}" if key else f"{self.filename}{line}: {problem}")
-
-    # --- node helpers ------------------------------------------------------------------
-    def mapping(self, node: yaml.Node, key: str) -> dict[str, tuple[yaml.Node, yaml.Node]] | None:
-        if not isinstance(node, yaml.MappingNode):
-            self.error(node, key, "must be a mapping")
-            return None
-        items: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, value_node in node.value:
-            name = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
-            if name in items:
-                self.error(key_node, f"{key}.{name}" if key else name, "duplicate key")
-            items[name] = (key_node, value_node)
-        return items
-
-    def unknown_keys(self, items: dict[str, tuple[yaml.Node, yaml.Node]], allowed: set[str], key: str) -> None:
-        for name, (key_node, _) in items.items():
-            if name not in allowed:
-                where = f"{key}.{name}" if key else name
-                self.error(key_node, where, f"unknown key; allowed keys: {', '.join(sorted(allowed))}")
-
-    def string(self, node: yaml.Node, key: str) -> str | None:
-        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str" or not node.value.strip():
-            self.error(node, key, "must be a non-empty string")
-            return None
-        return node.value.strip()
-
-    def boolean(self, node: yaml.Node, key: str) -> bool | None:
-        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:bool":
-            self.error(node, key, "must be true or false")
-            return None
-        return node.value.lower() in {"true", "yes", "on"}
-
-    def string_list(self, node: yaml.Node, key: str) -> list[str] | None:
-        if not isinstance(node, yaml.SequenceNode):
-            self.error(node, key, "must be a list of strings")
-            return None
-        values = []
-        for index, item in enumerate(node.value):
-            value = self.string(item, f"{key}[{index}]")
-            if value is not None:
-                values.append(value)
-        return values
+class _Validator(RegistryFileValidator):
+    """The shared registry-file readers, plus sources.yml's globs and trust tiers."""
 
     def globs(self, node: yaml.Node, key: str) -> list[str] | None:
         patterns = self.string_list(node, key)
@@ -177,18 +118,6 @@ def glob_problem(pattern: str) -> str | None:
     except (ValueError, re.error) as exc:
         return f"glob {pattern!r} is malformed: {exc}"
     return None
-
-
-def registry_yaml_compose(*, text: str | bytes, filename: str) -> yaml.Node | None:
-    """The YAML node tree of a registry file (nodes keep their line numbers for error messages);
-    a syntax error raises RegistryInvalid naming the file and line. None for an empty file."""
-    try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RegistryInvalid([f"{filename}{line}: invalid YAML: {problem}"]) from exc
 
 
 def registry_parse(*, content: bytes | str, filename: str, base_dir: Path | None = None) -> SourceRegistry:
@@ -250,8 +179,7 @@ def registry_parse(*, content: bytes | str, filename: str, base_dir: Path | None
                                     **{**spec.__dict__, "enabled": spec.enabled and registry.transcripts_enabled}
                                 )
                             )
-    if validator.errors:
-        raise RegistryInvalid(validator.errors)
+    validator.raise_if_invalid()
     return registry
 
 
@@ -269,12 +197,9 @@ def _repo_fields(
         if value is not None:
             fields["owners"] = value
     if "ref" in items:
-        value = validator.string(items["ref"][1], f"{key}.ref")
+        value = validator.ref(items["ref"][1], f"{key}.ref")
         if value is not None:
-            if not ref_is_valid(value):
-                validator.error(items["ref"][1], f"{key}.ref", f"invalid ref {value!r}: {REF_RULE}")
-            else:
-                fields["ref"] = value
+            fields["ref"] = value
     if "trust" in items:
         node = items["trust"][1]
         if transcript:
@@ -310,14 +235,9 @@ def _repository(
         validator.error(items["name"][1], f"{key}.name", f"duplicate repository name {name!r}")
     if name:
         names.add(name)
-    url = validator.string(items["url"][1], f"{key}.url") if "url" in items else None
+    url = validator.repository_url(items["url"][1], f"{key}.url", base_dir=base_dir) if "url" in items else None
     if "url" not in items:
         validator.error(node, f"{key}.url", "missing (https URL, file:// URL or local path)")
-    elif url is not None:
-        try:
-            url = source_location(url, base_dir=base_dir)
-        except SourceRefused as exc:
-            validator.error(items["url"][1], f"{key}.url", str(exc))
     enabled = True
     if "enabled" in items:
         enabled = bool(validator.boolean(items["enabled"][1], f"{key}.enabled"))
@@ -337,25 +257,3 @@ def _repository(
         enabled=enabled,
         is_transcript=transcript,
     )
-
-
-# --- where it lives --------------------------------------------------------------------------
-def registry_location() -> str:
-    """How the registry is named in the Registry row and the admin (never holds credentials)."""
-    source = settings.SOURCE_REGISTRY_REPO
-    parts = urlsplit(source)
-    if parts.username or parts.password:
-        source = source.replace(f"{parts.netloc}", parts.hostname or "", 1)
-    return f"{source}@{settings.SOURCE_REGISTRY_REF}:{settings.SOURCE_REGISTRY_PATH}"
-
-
-def registry_base_dir() -> Path | None:
-    """The directory relative local paths in the registry files start from: the registry
-    repository's parent when it is local, else None (relative paths are refused)."""
-    source = settings.SOURCE_REGISTRY_REPO
-    parts = urlsplit(source)
-    if parts.scheme == "file":
-        return Path(parts.path)
-    if not parts.scheme or len(parts.scheme) == 1:
-        return Path(source).expanduser().resolve().parent
-    return None

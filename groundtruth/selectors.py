@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from agentplatform.errors import NotFound
 from groundtruth.models import IngestRun, IngestStatus, Registry, Repository
-from groundtruth.registry import registry_location
+from groundtruth.registry_files import registry_location
 
 
 class RepositoryState:
@@ -43,7 +44,7 @@ def repository_list() -> QuerySet[Repository]:
 
 
 def registry_current() -> Registry | None:
-    return Registry.objects.filter(location=registry_location()).first()
+    return Registry.objects.filter(location=registry_location(settings.SOURCE_REGISTRY_PATH)).first()
 
 
 def ingest_run_get(*, run_id: int) -> IngestRun:

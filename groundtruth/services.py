@@ -20,15 +20,10 @@ from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
 from groundtruth.ingest.git_access import GitError, GitNetworkError, registry_repository
 from groundtruth.ingest.index_text import heading_text, passage_text
 from groundtruth.ingest.runs import RunRequest, ingest_run_request, ingest_runs_enqueue
-from groundtruth.ingest.source_policy import SourceRefused, source_location
+from groundtruth.ingest.source_policy import SourceRefused, source_location, url_without_credentials
 from groundtruth.models import Chunk, IngestRun, IngestTrigger, Registry, Repository
-from groundtruth.registry import (
-    RegistryInvalid,
-    SourceRegistry,
-    registry_base_dir,
-    registry_location,
-    registry_parse,
-)
+from groundtruth.registry import SourceRegistry, registry_parse
+from groundtruth.registry_files import RegistryInvalid, registry_base_dir, registry_location
 from groundtruth.signals import ingest_queued
 
 logger = logging.getLogger(__name__)
@@ -46,7 +41,7 @@ def registry_load() -> tuple[Registry, SourceRegistry]:
     the last good registry and the Repository rows are left as they were, and RegistryInvalid is
     raised. GitNetworkError passes through unchanged so callers can retry.
     """
-    location = registry_location()
+    location = registry_location(settings.SOURCE_REGISTRY_PATH)
     registry_row, _ = Registry.objects.get_or_create(location=location)
     filename = settings.SOURCE_REGISTRY_PATH
     repository = registry_repository()
@@ -69,7 +64,7 @@ def registry_load() -> tuple[Registry, SourceRegistry]:
     except GitError as exc:
         if exc.__class__ is GitError:  # terminal: the repository or ref is missing
             _registry_error_record(registry_row, str(exc))
-            raise RegistryInvalid([f"{settings.SOURCE_REGISTRY_REPO}: {exc}"]) from exc
+            raise RegistryInvalid([f"{url_without_credentials(settings.SOURCE_REGISTRY_REPO)}: {exc}"]) from exc
         _registry_error_record(registry_row, str(exc))
         raise
     with transaction.atomic():

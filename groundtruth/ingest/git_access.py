@@ -51,7 +51,13 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from groundtruth.ingest.git_refs import REF_RULE, ref_is_valid
-from groundtruth.ingest.source_policy import SourceRefused, SourceUnresolved, remote_addresses, source_location
+from groundtruth.ingest.source_policy import (
+    SourceRefused,
+    SourceUnresolved,
+    remote_addresses,
+    source_location,
+    url_without_credentials,
+)
 
 # Modes in a git tree (`git ls-tree`): regular, executable, symlink, submodule.
 MODE_FILE = "100644"
@@ -146,6 +152,8 @@ class GitRepository:
     ) -> None:
         self.url = url
         self.source = normalized_source(url)
+        # What messages and logs name: the source without any credentials in its URL.
+        self.shown_as = url_without_credentials(self.source)
         self.cache_root = Path(cache_dir if cache_dir is not None else settings.GIT_CACHE_DIR)
         self.path = self.cache_root / cache_directory_name(url)
         self._token = settings.GIT_HTTP_TOKEN if token is None else token
@@ -154,7 +162,7 @@ class GitRepository:
         self.timeout_seconds = timeout_seconds if timeout_seconds is not None else settings.GIT_TIMEOUT_SECONDS
 
     def __repr__(self) -> str:
-        return f"GitRepository({self.source!r})"
+        return f"GitRepository({self.shown_as!r})"
 
     # --- environment and process handling ------------------------------------------------
     def _sends_token(self) -> bool:
@@ -202,6 +210,7 @@ class GitRepository:
         return environment
 
     def _scrub(self, text: str) -> str:
+        text = text.replace(self.source, self.shown_as)
         if self._token:
             text = text.replace(self._token, "***")
             username = settings.GIT_HTTP_USERNAME
@@ -220,7 +229,8 @@ class GitRepository:
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            raise GitNetworkError(f"git {args[0]} on {self.source} timed out after {self.timeout_seconds:g} s") from exc
+            timeout = f"{self.timeout_seconds:g} s"
+            raise GitNetworkError(f"git {args[0]} on {self.shown_as} timed out after {timeout}") from exc
         if completed.returncode != 0:
             message = self._scrub(completed.stderr.decode(errors="replace")) or f"exit status {completed.returncode}"
             lowered = message.lower()
@@ -228,7 +238,7 @@ class GitRepository:
                 # The host wants credentials we do not have, or refused the ones we sent.
                 message = f"authentication required or refused (check GIT_HTTP_TOKEN): {message}"
             error_class = GitNetworkError if _is_transient(message) else GitError
-            raise error_class(f"git {args[0]} failed for {self.source}: {message}")
+            raise error_class(f"git {args[0]} failed for {self.shown_as}: {message}")
         return completed.stdout
 
     # --- public API ----------------------------------------------------------------------
@@ -265,9 +275,9 @@ class GitRepository:
             source_location(self.source)
             addresses = remote_addresses(self.source)
         except SourceRefused as exc:
-            raise GitError(f"git fetch refused for {self.source}: {exc}") from exc
+            raise GitError(f"git fetch refused for {self.shown_as}: {exc}") from exc
         except SourceUnresolved as exc:
-            raise GitNetworkError(f"git fetch failed for {self.source}: {exc}") from exc
+            raise GitNetworkError(f"git fetch failed for {self.shown_as}: {exc}") from exc
         if not addresses:
             return []
         parts = urlsplit(self.source)
@@ -290,7 +300,7 @@ class GitRepository:
                 raise
             except GitError:
                 continue
-        raise GitError(f"ref {ref!r} not found in {self.source}")
+        raise GitError(f"ref {ref!r} not found in {self.shown_as}")
 
     def list_files(self, commit: str) -> list[TreeEntry]:
         """Every blob, symlink and submodule in the tree of `commit`, sorted by path."""
@@ -331,7 +341,7 @@ class GitRepository:
             stdin.flush()
             header = stdout.readline().decode().split()
             if len(header) != 3 or header[1] != "blob":
-                raise GitError(f"blob {blob_sha} not found in {self.source}")
+                raise GitError(f"blob {blob_sha} not found in {self.shown_as}")
             size = int(header[2])
             data = stdout.read(size)
             stdout.read(1)  # the newline after each object
@@ -388,5 +398,5 @@ def registry_file_read(*, path: str, ref: str | None = None, fetch: bool = True)
     except GitNetworkError:
         raise
     except GitError as exc:
-        raise GitError(f"{path} not found at {commit[:12]} of {repository.source}") from exc
+        raise GitError(f"{path} not found at {commit[:12]} of {repository.shown_as}") from exc
     return RegistryFile(commit=commit, content=content)

@@ -73,6 +73,17 @@ def source_location(url: str, *, base_dir: Path | None = None) -> str:
     return str(_local_path_checked(path))
 
 
+def url_without_credentials(url: str) -> str:
+    """`url` as it may be shown or logged: `https://user:secret@host/x` -> `https://host/x`.
+
+    The rule above refuses such URLs, so they are never fetched; this keeps the refusal, and the
+    name of a registry configured with one, from repeating the secret in a log line or a page."""
+    parts = urlsplit(url)
+    if parts.scheme and "@" in parts.netloc:
+        return url.replace(parts.netloc, parts.netloc.rpartition("@")[2], 1)
+    return url
+
+
 def remote_addresses(url: str) -> list[str]:
     """For an http(s) URL: the addresses its host resolves to now, every one checked against the
     rule (empty for an IP literal or a host GIT_ALLOW_PRIVATE_HOSTS names). Raises SourceRefused,

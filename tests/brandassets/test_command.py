@@ -38,7 +38,7 @@ def test_sync_assets_fails_on_an_invalid_registry_and_keeps_assets(brand_repos: 
         "the last good registry stays in use."
     )
     assert err.getvalue().splitlines() == [
-        "  error: brand-assets.yml:4: products.acme-app.logo[0]: unknown key 'size'; allowed: repo, path, ref, "
-        "format, theme, width, height, description"
+        "  error: brand-assets.yml:4: products.acme-app.logo[0].size: unknown key; allowed keys: description, "
+        "format, height, path, ref, repo, theme, width"
     ]
     assert BrandAsset.objects.count() == 8

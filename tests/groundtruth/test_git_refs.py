@@ -8,7 +8,8 @@ import pytest
 
 from brandassets.registry import registry_parse as brand_registry_parse
 from groundtruth.ingest.git_refs import REF_RULE, ref_is_valid
-from groundtruth.registry import RegistryInvalid, registry_parse
+from groundtruth.registry import registry_parse
+from groundtruth.registry_files import RegistryInvalid
 
 ACCEPTED = ["main", "v1.2.3", "release/2026-01", "feature/a_b+c", "a-b", "x" * 200, "0123abcd" * 5, "a.b/c.d"]
 REFUSED_BY_GIT = [
@@ -67,5 +68,5 @@ def test_brand_assets_yml_refuses_a_ref_outside_the_rule():
         brand_registry_parse(text=content, file_name="brand-assets.yml")
 
     assert refused.value.errors == [
-        "brand-assets.yml:7: products.acme-app.logo[0].ref: 'main;id' is not valid: not a git ref"
+        f"brand-assets.yml:7: products.acme-app.logo[0].ref: invalid ref 'main;id': {REF_RULE}"
     ]

@@ -21,7 +21,8 @@ from django.conf import settings as django_settings
 from brandassets.registry import registry_parse as brand_registry_parse
 from groundtruth.ingest.git_access import GitError, GitRepository
 from groundtruth.models import Registry, Repository
-from groundtruth.registry import RegistryInvalid, registry_parse
+from groundtruth.registry import registry_parse
+from groundtruth.registry_files import RegistryInvalid
 from groundtruth.services import registry_load
 from tests.gitrepos import GitWorkTree
 from tests.gitserver import GitHttpServer, served_bare_clone

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from groundtruth.models import Registry, Repository
-from groundtruth.registry import RegistryInvalid, registry_parse
+from groundtruth.registry import registry_parse
+from groundtruth.registry_files import RegistryInvalid
 from groundtruth.services import registry_load
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
 
