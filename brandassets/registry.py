@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 # The toolkit both registry files share: YAML with line numbers, one validator, one error type.
-from groundtruth.registry_files import RegistryFileValidator, RegistryInvalid, is_null, registry_yaml_compose
+from groundtruth.registry_files import RegistryFileValidator, is_null
 
 # Product and kind names are URL path segments of /assets/<product>/<kind>: keep them to a
 # conservative alphabet so that no name can carry a separator, a dot segment or an escape.
@@ -162,13 +162,7 @@ def registry_parse(
     resolves relative local paths, as there.
     """
     validator = _Validator(file_name)
-    root = registry_yaml_compose(text=text, filename=file_name)
-    if root is None:
-        raise RegistryInvalid([f"{file_name}: the file is empty; write `products: {{}}` to list no assets"])
-    top = validator.mapping(root, "")
-    if top is None:
-        raise RegistryInvalid(validator.errors)
-    validator.unknown_keys(top, TOP_LEVEL_KEYS, "")
+    root, top = validator.root(text, allowed_keys=TOP_LEVEL_KEYS, when_empty="write `products: {}` to list no assets")
     sections = {key: value for key, (_key_node, value) in top.items()}
 
     default_ref = "main"

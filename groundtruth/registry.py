@@ -51,7 +51,7 @@ import yaml
 from wcmatch import glob as wcglob
 
 from groundtruth.models import TrustTier
-from groundtruth.registry_files import RegistryFileValidator, RegistryInvalid, registry_yaml_compose
+from groundtruth.registry_files import RegistryFileValidator
 
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 REPO_TRUST_TIERS = (TrustTier.CANONICAL.value, TrustTier.REVIEWED.value, TrustTier.COMMUNITY.value)
@@ -128,13 +128,7 @@ def registry_parse(*, content: bytes | str, filename: str, base_dir: Path | None
     """
     text = content.decode("utf-8") if isinstance(content, bytes) else content
     validator = _Validator(filename)
-    root = registry_yaml_compose(text=text, filename=filename)
-    if root is None:
-        raise RegistryInvalid([f"{filename}: the file is empty; it needs a 'repos' list"])
-    top = validator.mapping(root, "")
-    if top is None:
-        raise RegistryInvalid(validator.errors)
-    validator.unknown_keys(top, _TOP_KEYS, "")
+    root, top = validator.root(text, allowed_keys=_TOP_KEYS, when_empty="it needs a 'repos' list")
 
     defaults: dict[str, Any] = {"ref": "main", "include": [], "exclude": [], "trust": "reviewed", "owners": []}
     if "defaults" in top:

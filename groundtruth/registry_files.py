@@ -89,6 +89,21 @@ class RegistryFileValidator:
         if self.errors:
             raise RegistryInvalid(self.errors)
 
+    def root(
+        self, text: str | bytes, *, allowed_keys: set[str] | tuple[str, ...], when_empty: str
+    ) -> tuple[yaml.Node, Items]:
+        """The file's node tree and its top-level mapping, unknown keys reported. Raises
+        RegistryInvalid at once for a file that is empty (`when_empty` says what it needs) or is
+        not a mapping: nothing else can be read from it."""
+        root = registry_yaml_compose(text=text, filename=self.filename)
+        if root is None:
+            raise RegistryInvalid([f"{self.filename}: the file is empty; {when_empty}"])
+        top = self.mapping(root, "")
+        if top is None:
+            raise RegistryInvalid(self.errors)
+        self.unknown_keys(top, allowed_keys, "")
+        return root, top
+
     def mapping(self, node: yaml.Node, key: str) -> Items | None:
         """name -> (key node, value node); a repeated or non-scalar key is a problem (the first wins)."""
         if not isinstance(node, yaml.MappingNode):
