@@ -160,7 +160,8 @@ class BearerCredentialAuthentication(BaseAuthentication):
 # user signed in to the admin. A bearer header is tried first.
 SERVICE_AUTHENTICATION_CLASSES = (BearerCredentialAuthentication, SessionAuthentication)
 # The same two as an OpenAPI operation's `security` (drf-spectacular names session auth cookieAuth).
-SERVICE_OPENAPI_SECURITY = [{"bearerAuth": []}, {"cookieAuth": []}]
+# Security requirement objects: drf-spectacular takes them for `auth` though its hint says names.
+SERVICE_OPENAPI_SECURITY: Any = [{"bearerAuth": []}, {"cookieAuth": []}]
 
 
 class BearerCredentialScheme(OpenApiAuthenticationExtension):

@@ -272,7 +272,8 @@ class ProblemDetailsSerializer(serializers.Serializer):
     status = serializers.IntegerField()
     detail = serializers.CharField(help_text="What went wrong, for a human; names allowed values where it helps.")
     code = serializers.CharField(help_text="A stable machine-readable code, e.g. `invalid`, `not_authenticated`.")
-    errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="Validation errors, one per field.")
+    # A field named like Serializer.errors (the body's `errors` member); only ever used as a schema.
+    errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="Validation errors, one per field.")  # type: ignore[assignment]
 
 
 def problem_responses(descriptions: dict[int, str]) -> dict[tuple[int, str], Any]:

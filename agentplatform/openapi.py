@@ -14,7 +14,7 @@ and /search answer one object); and a request body serializer that refuses unkno
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import is_list_serializer
@@ -61,15 +61,15 @@ class ProblemDetailsAutoSchema(AutoSchema):
             schema["additionalProperties"] = False
         return schema
 
-    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+    def _get_response_bodies(self, direction: Literal["request", "response"] = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         if direction != "response" or not is_api_path(self.path):
             return responses
-        for status, description in self._implied_problems().items():
-            if str(status) not in responses:
-                responses[str(status)] = self._get_response_for_code(
+        for code, description in self._implied_problems().items():
+            if str(code) not in responses:
+                responses[str(code)] = self._get_response_for_code(
                     OpenApiResponse(response=ProblemDetailsSerializer, description=description),
-                    str(status),
+                    str(code),
                     [PROBLEM_CONTENT_TYPE],
                 )
         if "401" in responses:

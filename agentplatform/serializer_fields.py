@@ -31,7 +31,7 @@ class BlankAsNullCharField(serializers.CharField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(read_only=True, allow_null=True, **kwargs)
 
-    def to_representation(self, value: str) -> str | None:
+    def to_representation(self, value: str) -> str | None:  # type: ignore[override]  # null for empty
         return value or None
 
 
@@ -78,7 +78,9 @@ class FlatRowSerializer(serializers.Serializer):
     def _plan(cls) -> list[tuple[str, str, Callable[[Any], Any]]]:
         plan = FlatRowSerializer._plan_cache.get(cls)
         if plan is None:
-            plan = [(name, field.source or name, _converter(field)) for name, field in cls._declared_fields.items()]
+            plan = [
+                (name, str(field.source or name), _converter(field)) for name, field in cls._declared_fields.items()
+            ]
             FlatRowSerializer._plan_cache[cls] = plan
         return plan
 

@@ -114,7 +114,7 @@ class ApiKey(models.Model):
 
 
 # Bearer token prefixes (agentplatform/authentication.py: `<prefix>_<lookup>_<secret>`).
-KEY_PREFIXES = {ApiKeyKind.AGENT: "ak", ApiKeyKind.USER: "uk", ApiKeyKind.SERVICE: "sk"}
+KEY_PREFIXES: dict[str, str] = {ApiKeyKind.AGENT: "ak", ApiKeyKind.USER: "uk", ApiKeyKind.SERVICE: "sk"}
 KIND_BY_PREFIX = {prefix: kind for kind, prefix in KEY_PREFIXES.items()}
 WALLET_SESSION_PREFIX = "ws"
 

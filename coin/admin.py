@@ -6,6 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from coin.models import PricePoint, Wallet
@@ -28,7 +29,9 @@ class WalletAdmin(ReadOnlyAdmin):
     search_fields = ["address"]
     ordering = ["-balance"]
 
-    def get_search_results(self, request: HttpRequest, queryset, search_term: str):  # type: ignore[no-untyped-def]
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Wallet], search_term: str
+    ) -> tuple[QuerySet[Wallet], bool]:
         # Addresses are stored lower-case; staff often paste the checksummed form.
         return super().get_search_results(request, queryset, search_term.lower())
 

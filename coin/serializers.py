@@ -39,7 +39,7 @@ class PeriodField(serializers.CharField):
         kwargs.setdefault("error_messages", {"blank": PERIOD_RULE, "invalid": PERIOD_RULE})
         super().__init__(trim_whitespace=False, **kwargs)
 
-    def to_internal_value(self, data: Any) -> timedelta:
+    def to_internal_value(self, data: Any) -> timedelta:  # type: ignore[override]  # parsed, not a string
         text = super().to_internal_value(data)
         if _PERIOD_PATTERN.fullmatch(text) is None:
             raise serializers.ValidationError(PERIOD_RULE)

@@ -138,7 +138,7 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         )
         runs = []
         for item in requests:
-            item.run.created = item.created
+            item.run.created = item.created  # type: ignore[attr-defined]  # read by IngestRunSerializer
             runs.append(item.run)
         body = IngestAcceptedSerializer({"run_ids": [run.pk for run in runs], "runs": runs}).data
         return Response(body, status=status.HTTP_202_ACCEPTED)
