@@ -65,6 +65,14 @@ class Principal:
     verified_generation: str | None = None
 
 
+def request_principal(request: Any) -> Principal:
+    """request.user of a view whose permission class admitted only bearer credentials (the
+    stubs type request.user as a Django user)."""
+    principal = request.user
+    assert isinstance(principal, Principal), "the view's permission class admits bearer credentials only"
+    return principal
+
+
 @dataclass(frozen=True)
 class VerifiedCredential:
     """What a credential verifier found: the principal, the row (request.auth) and, for a

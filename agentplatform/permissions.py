@@ -34,7 +34,7 @@ class _ServiceScope(BasePermission):
         user = request.user
         if user is not None and getattr(user, "is_staff", False) and getattr(user, "is_active", False):
             return True
-        return _principal_kind(request) == SERVICE and self.scope in user.scopes
+        return _principal_kind(request) == SERVICE and self.scope in getattr(user, "scopes", ())
 
     @property
     def message(self) -> str:

@@ -32,7 +32,8 @@ def bearer_token_verify(*, prefix: str, lookup: str, token_hash: str) -> Verifie
 
 def _api_key_verify(*, kind: str, lookup: str, token_hash: str) -> VerifiedCredential:
     key = ApiKey.objects.filter(lookup=lookup, kind=kind).first()
-    if not token_hash_matches(key.hashed_key if key is not None else None, token_hash) or key.revoked_at:
+    matches = token_hash_matches(key.hashed_key if key is not None else None, token_hash)
+    if key is None or not matches or key.revoked_at:
         raise AuthenticationFailed("Invalid or revoked credentials.")
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
@@ -53,11 +54,8 @@ def _api_key_verify(*, kind: str, lookup: str, token_hash: str) -> VerifiedCrede
 
 def _wallet_session_verify(*, lookup: str, token_hash: str) -> VerifiedCredential:
     session = WalletSession.objects.filter(lookup=lookup).first()
-    if (
-        not token_hash_matches(session.hashed_token if session is not None else None, token_hash)
-        or session.revoked_at
-        or session.expires_at <= timezone.now()
-    ):
+    matches = token_hash_matches(session.hashed_token if session is not None else None, token_hash)
+    if session is None or not matches or session.revoked_at or session.expires_at <= timezone.now():
         raise AuthenticationFailed("Invalid, expired or revoked wallet session.")
     principal = Principal(kind=WALLET, credential_id=f"session:{session.pk}", wallet_address=session.address)
     return VerifiedCredential(principal=principal, row=session, expires_at=session.expires_at)

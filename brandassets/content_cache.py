@@ -22,5 +22,7 @@ from django.conf import settings
 
 from agentplatform.bounded_cache import BoundedCache
 
-blob_contents: BoundedCache[str, bytes] = BoundedCache(max_size=lambda: settings.ASSET_CONTENT_CACHE_BYTES, size_of=len)
+blob_contents: BoundedCache[str, bytes] = BoundedCache(
+    max_size=lambda: int(settings.ASSET_CONTENT_CACHE_BYTES), size_of=len
+)
 asset_record_cache: BoundedCache[tuple[str, str, int], Any] = BoundedCache(max_entries=4096)
