@@ -222,10 +222,11 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     elif isinstance(exc, drf_exceptions.APIException):
         code = _DRF_CODES.get(type(exc), exc.default_code if isinstance(exc.default_code, str) else "error")
         body = problem_body(status=exc.status_code, code=code, detail=str(exc.detail))
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header
-        if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))
+        # Only some DRF exceptions carry these (AuthenticationFailed via the view, Throttled).
+        if auth_header := getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = auth_header
+        if wait := getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(wait))
     else:
         return None
     if body["status"] == 401:
@@ -233,7 +234,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     set_rollback()
     response = Response(body, status=body["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
     if body["code"] == "database_unavailable":
-        response._has_been_logged = True  # the outage is logged once, not by django.request per request
+        response._has_been_logged = True  # type: ignore[attr-defined]  # the outage is logged once, not by django.request per request
     return response
 
 
@@ -337,7 +338,7 @@ class ProblemDetailsMiddleware:
             return problem_response(**_too_large_problem())
         if isinstance(exception, DATABASE_UNAVAILABLE_ERRORS):
             response = problem_response(**database_unavailable_problem(exception))
-            response._has_been_logged = True  # logged once per outage, not by django.request
+            response._has_been_logged = True  # type: ignore[attr-defined]  # logged once per outage, not by django.request
             return response
         logger.exception("Unhandled error on %s %s", request.method, request.path)
         return problem_response(status=500, code="server_error", detail="An unexpected error occurred.")
@@ -373,7 +374,7 @@ def handler500(request: HttpRequest) -> HttpResponse:
         exception = sys.exc_info()[1]
         if isinstance(exception, DATABASE_UNAVAILABLE_ERRORS):
             response = problem_response(**database_unavailable_problem(exception))
-            response._has_been_logged = True
+            response._has_been_logged = True  # type: ignore[attr-defined]
             return response
         return problem_response(status=500, code="server_error", detail="An unexpected error occurred.")
     from django.views.defaults import server_error

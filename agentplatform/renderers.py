@@ -10,6 +10,7 @@ Everything else is rendered by DRF unchanged.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import renderers
@@ -31,7 +32,7 @@ def compact_json(value: Any) -> str:
 
 class JSONRenderer(renderers.JSONRenderer):
     def render(
-        self, data: Any, accepted_media_type: str | None = None, renderer_context: dict[str, Any] | None = None
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
     ) -> bytes:
         if isinstance(data, RenderedJSON):
             if self.get_indent(accepted_media_type or "", renderer_context or {}) is None:

@@ -44,9 +44,10 @@ class BalanceRangeFilter(admin.SimpleListFilter):
         return [(key, label) for key, (label, _, _) in self.RANGES.items()]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> QuerySet[Agent]:
-        if self.value() not in self.RANGES:
+        value = self.value()
+        if value is None or value not in self.RANGES:
             return queryset
-        _, above, up_to = self.RANGES[self.value()]
+        _, above, up_to = self.RANGES[value]
         if above is not None:
             queryset = queryset.filter(balance__gt=above)
         if up_to is not None:
@@ -71,9 +72,10 @@ class RunwayFilter(admin.SimpleListFilter):
         return [(key, label) for key, (label, _) in self.RANGES.items()]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> QuerySet[Agent]:
-        if self.value() not in self.RANGES:
+        value = self.value()
+        if value is None or value not in self.RANGES:
             return queryset
-        return queryset.filter(self.RANGES[self.value()][1])
+        return queryset.filter(self.RANGES[value][1])
 
 
 class AgentAdminForm(forms.ModelForm):
@@ -103,6 +105,7 @@ class AgentAdminForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         status_field = self.fields["status"]
+        assert isinstance(status_field, forms.ChoiceField)
         current = self.instance.status if self.instance.pk else None
         allowed = [current, *sorted(ALLOWED_STATUS_TRANSITIONS[current])] if current else [AgentStatus.PENDING]
         status_field.choices = [(value, AgentStatus(value).label) for value in allowed]

@@ -37,7 +37,7 @@ class ApiKeyCreationForm(forms.ModelForm):
         }
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         if self.errors:
             return data
         try:
@@ -108,7 +108,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             kwargs["form"] = ApiKeyCreationForm
         return super().get_form(request, obj, change=change, **kwargs)
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:  # type: ignore[override]
         if obj is None:
             return ["kind", "name", "agent", "wallet_address", "scopes"]
         return ["prefix", "name", *self.readonly_after_creation, "created_at", "last_used_at", "revoked_at"]
@@ -178,8 +178,8 @@ class WalletSessionAdmin(admin.ModelAdmin):
     list_display = ["address", "prefix", "created_at", "expires_at", "revoked"]
     list_filter = [RevokedFilter]
     search_fields = ["address", "lookup"]
-    fields = ["address", "prefix", "created_at", "expires_at", "revoked_at"]
-    readonly_fields = fields
+    readonly_fields = ("address", "prefix", "created_at", "expires_at", "revoked_at")
+    fields = readonly_fields
     actions = ["revoke_sessions"]
 
     @admin.display(description="prefix", ordering="lookup")

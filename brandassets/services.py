@@ -233,7 +233,7 @@ def _asset_row(
             row.path,
             row.ref,
         )
-        if same_file and not earlier.missing:
+        if earlier is not None and same_file and not earlier.missing:
             row.commit, row.blob_sha, row.size = earlier.commit, earlier.blob_sha, earlier.size
             report.warnings.append(
                 f"{entry.label}: {entry.repo} could not be fetched ({state.fetch_error}); "

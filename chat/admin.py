@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -43,6 +44,12 @@ class SystemMessageForm(forms.ModelForm):
         self.instance.message_type = MessageType.SYSTEM
 
 
+def _staff(request: HttpRequest) -> AbstractBaseUser:
+    """The signed-in staff member of an admin request (the admin admits no anonymous user)."""
+    assert isinstance(request.user, AbstractBaseUser)
+    return request.user
+
+
 @admin.register(ChatMessage)
 class ChatMessageAdmin(admin.ModelAdmin):
     list_display = ["id", "created_at", "sender", "message_type", "short_message", "in_feed"]
@@ -53,16 +60,18 @@ class ChatMessageAdmin(admin.ModelAdmin):
     actions = ["hide_messages", "unhide_messages"]
     readonly_fields = ["agent", "message", "message_type", "created_at", "hidden_at", "hidden_by", "idempotency_key"]
 
-    def get_form(self, request: HttpRequest, obj: ChatMessage | None = None, **kwargs: Any) -> type[forms.ModelForm]:
+    def get_form(  # type: ignore[override]
+        self, request: HttpRequest, obj: ChatMessage | None = None, **kwargs: Any
+    ) -> type[forms.ModelForm]:
         if obj is None:
             kwargs["form"] = SystemMessageForm
         return super().get_form(request, obj, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj: ChatMessage | None = None) -> list[str]:
-        return self.readonly_fields if obj else []
+        return list(self.readonly_fields) if obj else []
 
-    def get_fields(self, request: HttpRequest, obj: ChatMessage | None = None) -> list[str]:
-        return self.readonly_fields if obj else ["message"]
+    def get_fields(self, request: HttpRequest, obj: ChatMessage | None = None) -> list[str]:  # type: ignore[override]
+        return list(self.readonly_fields) if obj else ["message"]
 
     def save_model(self, request: HttpRequest, obj: ChatMessage, form: forms.ModelForm, change: bool) -> None:
         if change:
@@ -85,7 +94,7 @@ class ChatMessageAdmin(admin.ModelAdmin):
 
     @admin.action(description="Hide from the feed", permissions=["change"])
     def hide_messages(self, request: HttpRequest, queryset: QuerySet[ChatMessage]) -> None:
-        hidden = chat_message_hide(message_ids=queryset.values_list("pk", flat=True), by=request.user)
+        hidden = chat_message_hide(message_ids=queryset.values_list("pk", flat=True), by=_staff(request))
         self.message_user(request, f"{hidden} message(s) hidden from the feed.", messages.SUCCESS)
 
     @admin.action(description="Show in the feed again", permissions=["change"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from agentplatform.errors import InvalidInput
@@ -21,7 +23,7 @@ IDEMPOTENCY_KEY_PATTERN = f"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX_LENGTH}}}$"
 BIGINT_MAX = 2**63 - 1
 
 
-def _same_message(rule: str, *keys: str) -> dict[str, str]:
+def _same_message(rule: str, *keys: str) -> dict[str, Any]:
     return dict.fromkeys(keys, rule)
 
 

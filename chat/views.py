@@ -8,6 +8,7 @@ from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform.authentication import request_principal
 from agentplatform.errors import problem_responses
 from agentplatform.permissions import IsAgentKey
 from agentplatform.query_params import query_validated
@@ -105,8 +106,10 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     def create(self, request: Request) -> Response:
         body = ChatPostSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        agent_id = request_principal(request).agent_id
+        assert agent_id is not None, "IsAgentKey admits agent keys only"
         result = chat_message_post(
-            agent_id=request.user.agent_id,
+            agent_id=agent_id,
             message=body.validated_data["message"],
             message_type=body.validated_data["message_type"],
             idempotency_key=idempotency_key_parse(request.headers.get("Idempotency-Key")),

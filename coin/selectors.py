@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from django.db import connection
 
@@ -102,7 +103,7 @@ FROM newest n
 )
 
 
-def _history_query(sql: str, *, period: timedelta, limit: int) -> tuple[str, dict[str, object]]:
+def _history_query(sql: str, *, period: timedelta, limit: int) -> tuple[str, dict[str, Any]]:
     params = {"period": period, "period_us": period // timedelta(microseconds=1), "limit": limit}
     # replace(), not format(): the JSON builders' SQL holds braces.
     return sql.replace("{table}", connection.ops.quote_name(PricePoint._meta.db_table)), params

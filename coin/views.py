@@ -8,6 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform.authentication import request_principal
 from agentplatform.errors import problem_responses
 from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
@@ -54,7 +55,7 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     @action(detail=False, methods=["get"], permission_classes=[IsWalletCredential])
     def balance(self, request: Request) -> Response:
         address = query_validated(BalanceQuerySerializer, request)["user_id"]
-        wallet_read_ensure_allowed(principal=request.user, address=address)
+        wallet_read_ensure_allowed(principal=request_principal(request), address=address)
         return Response(BalanceSerializer({"balance": wallet_balance_get(address=address)}).data)
 
     @extend_schema(

@@ -26,8 +26,8 @@ class _ReadOnlyAdmin(admin.ModelAdmin):
 
 class RepositoryInline(admin.TabularInline):
     model = Repository
-    fields = ["name", "enabled", "trust", "ref", "last_commit", "chunk_count"]
-    readonly_fields: list[str] = fields
+    readonly_fields = ("name", "enabled", "trust", "ref", "last_commit", "chunk_count")
+    fields = readonly_fields
     extra = 0
     can_delete = False
     show_change_link = True
@@ -172,7 +172,7 @@ class ChunkAdmin(_ReadOnlyAdmin):
         "lexeme_count",
         "text",
     ]
-    readonly_fields: list[str] = fields
+    readonly_fields = tuple(fields)  # type: ignore[arg-type]  # the same names, all read-only
 
     @admin.display(description="heading")
     def heading_trail(self, chunk: Chunk) -> str:

@@ -191,17 +191,17 @@ def _repo_fields(
         if value is not None:
             fields["owners"] = value
     if "ref" in items:
-        value = validator.ref(items["ref"][1], f"{key}.ref")
-        if value is not None:
-            fields["ref"] = value
+        ref = validator.ref(items["ref"][1], f"{key}.ref")
+        if ref is not None:
+            fields["ref"] = ref
     if "trust" in items:
         node = items["trust"][1]
         if transcript:
             validator.error(node, f"{key}.trust", "transcripts always have trust 'transcript' and are never canonical")
         else:
-            value = validator.trust(node, f"{key}.trust")
-            if value is not None:
-                fields["trust"] = value
+            trust = validator.trust(node, f"{key}.trust")
+            if trust is not None:
+                fields["trust"] = trust
     return fields
 
 

@@ -110,10 +110,10 @@ def _agents(rng: random.Random, now: datetime) -> list[Agent]:
     for instance_id, name, status, model, tags, description in DEMO_AGENTS:
         costs = _money(rng.uniform(500, 20000)) if status != AgentStatus.PENDING else Decimal("0")
         revenue = _money(float(costs) * rng.uniform(0.4, 2.2)) if status != AgentStatus.PENDING else Decimal("0")
-        balance = {
-            AgentStatus.PENDING: _money(rng.uniform(50, 500)),
-            AgentStatus.STOPPED: Decimal("0"),
-            AgentStatus.ERROR: _money(rng.uniform(5, 40)),
+        balance: Decimal = {
+            str(AgentStatus.PENDING): _money(rng.uniform(50, 500)),
+            str(AgentStatus.STOPPED): Decimal("0"),
+            str(AgentStatus.ERROR): _money(rng.uniform(5, 40)),
         }.get(status, _money(rng.uniform(800, 25000)))
         burn = Decimal("0") if instance_id in NO_BURN else _money(rng.uniform(1.5, 60))
         agents.append(

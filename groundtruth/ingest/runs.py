@@ -22,6 +22,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -74,7 +75,7 @@ def ingest_run_request(*, repository: Repository, ref: str | None, trigger: str)
 def ingest_runs_enqueue(*, runs: Iterable[IngestRun]) -> None:
     """Sends each queued run to the worker once the current transaction commits."""
     for run in runs:
-        transaction.on_commit(lambda run=run: _ingest_repo_send(run))
+        transaction.on_commit(partial(_ingest_repo_send, run))
 
 
 def _ingest_repo_send(run: IngestRun) -> None:

@@ -44,9 +44,9 @@ class Command(BaseCommand):
         except InvalidInput as exc:
             raise CommandError(exc.detail) from exc
         binding = {
-            ApiKeyKind.AGENT: f"agent {agent}",
-            ApiKeyKind.USER: f"wallet {key.wallet_address}",
-            ApiKeyKind.SERVICE: f"scopes {', '.join(key.scopes)}",
+            str(ApiKeyKind.AGENT): f"agent {agent}",
+            str(ApiKeyKind.USER): f"wallet {key.wallet_address}",
+            str(ApiKeyKind.SERVICE): f"scopes {', '.join(key.scopes)}",
         }[kind]
         self.stderr.write(
             f"Created {kind} key {key.display_prefix} ({key.name!r}, {binding}). "

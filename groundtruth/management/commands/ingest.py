@@ -50,7 +50,8 @@ class Command(BaseCommand):
             self.stdout.write(line)
             failed = failed or run_failed
         # Other files of the registry repository (brand-assets.yml) are synced now by their apps.
-        for _receiver, report in ingest_command_finished.send(sender=self.__class__):
+        reports: list[tuple[Any, Any]] = ingest_command_finished.send(sender=self.__class__)
+        for _receiver, report in reports:  # each app's SyncReport-like answer: lines() and ok
             for line in report.lines():
                 self.stdout.write(line if report.ok else self.style.WARNING(line))
         if failed:
