@@ -48,6 +48,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.processes import process_group_stop  # noqa: E402
 from tests.redisserver import redis_server  # noqa: E402  (a Redis of our own on a free port)
 
 PROBLEM = "application/problem+json"
@@ -150,13 +151,7 @@ def process(command: list[str], env: dict[str, str], log_path: Path):
     try:
         yield child
     finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGTERM)
-            try:
-                child.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait(timeout=10)
+        process_group_stop(child)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:

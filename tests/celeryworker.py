@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 from django.db import connection
 
+from tests.processes import process_group_stop
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -71,13 +73,7 @@ def celery_worker(*, queue: str, environment: dict[str, str], log_path: Path) ->
             time.sleep(0.2)
         yield process
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+        process_group_stop(process)
 
 
 def worker_kill(process: subprocess.Popen) -> None:

@@ -12,7 +12,6 @@ The server reads its configuration from the environment (the test's environment 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import closed_port
+from tests.processes import process_group_stop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,10 +64,4 @@ def gunicorn_server(*, environment: dict[str, str], log_path: Path, workers: int
                 time.sleep(0.2)
         yield base_url
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+        process_group_stop(process)
