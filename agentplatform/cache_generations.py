@@ -9,8 +9,9 @@ Two generations exist:
 - RESPONSES: everything the cached public reads show (agents, chat messages, price points).
   Guards the shared cache of rendered responses (agentplatform/response_cache.py).
 
-The rate-limit script reads both in the same Redis round trip as its count, so a request pays
-nothing extra to check them (agentplatform/ratelimits.py).
+A request that has a cached answer to check reads both in one round trip (generations_get,
+from agentplatform/ratelimits.py). They live in the `counters` cache (RATELIMIT_USE_CACHE, beside
+the rate-limit counters): django-redis, whose client each process keeps.
 
 A generation that is missing (a new or flushed Redis) starts from the Redis server's clock in
 microseconds rather than from 0, so values never repeat across a Redis restart and an entry from
@@ -24,12 +25,14 @@ between, from the rows as they were before the commit, is used after it.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
+from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
 
 from agentplatform.redis_breaker import redis_breaker
@@ -38,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 CREDENTIALS = "gen:credentials"
 RESPONSES = "gen:responses"
+# What a Redis call can raise: redis-py's errors, socket errors, and django-redis's wrapper of both.
+_REDIS_ERRORS = (RedisError, OSError, ConnectionInterrupted)
 
 # Lua: the value of a generation key, first set from the server clock when missing.
 GENERATION_LUA = """
@@ -53,6 +58,7 @@ end
 """
 _BUMP_LUA = GENERATION_LUA + "generation(KEYS[1]) return redis.call('INCR', KEYS[1])"
 _READ_LUA = GENERATION_LUA + "return generation(KEYS[1])"
+_READ_BOTH_LUA = GENERATION_LUA + "return {generation(KEYS[1]), generation(KEYS[2])}"
 _scripts: dict[tuple[str, str], Any] = {}
 
 
@@ -65,14 +71,14 @@ def _location() -> str:
     return str(settings.CACHES[alias].get("LOCATION", alias))
 
 
-def _run(lua: str, name: str) -> Any:
-    """Runs `lua` on generation key `name`, the script registered once per process and Redis."""
+def _run(lua: str, *names: str) -> Any:
+    """Runs `lua` on the generation keys `names`, the script registered once per process and Redis."""
     location = _location()
     script = _scripts.get((lua, location))
     if script is None:
-        client = caches[settings.RATELIMIT_USE_CACHE]._cache.get_client(write=True)
+        client = caches[settings.RATELIMIT_USE_CACHE].client.get_client(write=True)  # django-redis's, kept
         script = _scripts[(lua, location)] = client.register_script(lua)
-    return script(keys=[generation_key(name)])
+    return script(keys=[generation_key(name) for name in names])
 
 
 def _increment(name: str) -> None:
@@ -82,7 +88,7 @@ def _increment(name: str) -> None:
         return
     try:
         _run(_BUMP_LUA, name)
-    except (RedisError, OSError) as exc:
+    except _REDIS_ERRORS as exc:
         redis_breaker.trip(location)
         # The entries then live out their own expiry (README: caching).
         logger.warning("Could not bump cache generation %s (%s: %s)", name, type(exc).__name__, exc)
@@ -101,10 +107,29 @@ def generation_get(name: str) -> str | None:
         return None
     try:
         value = _run(_READ_LUA, name)
-    except (RedisError, OSError):
+    except _REDIS_ERRORS:
         redis_breaker.trip(location)
         return None
     return value.decode()
+
+
+@dataclass(frozen=True)
+class Generations:
+    credentials: str
+    responses: str
+
+
+def generations_get() -> Generations | None:
+    """Both generations in one round trip, or None when Redis cannot be reached."""
+    location = _location()
+    if redis_breaker.is_open(location):
+        return None
+    try:
+        credentials, responses = _run(_READ_BOTH_LUA, CREDENTIALS, RESPONSES)
+    except _REDIS_ERRORS:
+        redis_breaker.trip(location)
+        return None
+    return Generations(credentials=credentials.decode(), responses=responses.decode())
 
 
 def bump_on_change(name: str, *models: type, on_create: bool = True) -> None:

@@ -1,40 +1,50 @@
-"""Per-class rate limits counted in Redis, with X-RateLimit headers on every limited response.
+"""Per-class rate limits counted by django-ratelimit in Redis, with X-RateLimit headers on every
+limited response.
 
 Classes (DECISIONS.md): public, per client IP; authenticated, per key or wallet session;
 trading, per key; and admin sign-in attempts, per client IP and per user name (an HTML 429 page
-from agentplatform/admin_site.py). Windows are fixed and one period long. Each counter's window
-start is offset by a hash of its key (as django-ratelimit does) so that all clients do not reset
-in the same second; `X-RateLimit-Reset` gives the epoch second at which the caller's own window
-ends.
+from agentplatform/admin_site.py).
 
-One request costs one Redis round trip: a small Lua script that INCRs the counter, sets its
-expiry on the first hit and reads the cache generations (agentplatform/cache_generations.py) that
-tell this worker whether its remembered credentials and rendered responses are still current.
-The counters live in Redis, so every web worker and every web server sharing that Redis sees the
-same counts.
+django-ratelimit counts (`django_ratelimit.core.get_usage`, through the `counters` cache, which
+is django-redis over the same Redis as every other web worker and server):
+- the window: fixed and one period long, its end staggered per caller by a hash of the key
+  (crc32 modulo the period) so that all clients do not reset in the same second;
+- the count: `cache.add` starts the window's counter at 1, every later hit is an atomic INCR
+  (django-redis runs EXISTS and INCRBY in one Lua call), so concurrent workers hand out each
+  count once; the counter's key is a SHA-256 of class, rate, caller and window (no address or
+  user name is stored in Redis) and expires 5 s after its window;
+- the usage it answers: count, limit and the seconds left, from which the headers come.
 
-When Redis cannot be reached the limits fail open: the request is served without the
-X-RateLimit headers (no count is known) and a warning is logged. After a failure Redis is not
-tried again for REDIS_RETRY_INTERVAL_SECONDS, so that a Redis that hangs (each attempt waits for
-the socket timeout) does not add that wait to every request (agentplatform/redis_breaker.py).
-Without Redis nothing is served from those caches either. README.md says so.
+What stays here, and why:
+- which class a request counts against and whose counter it is (the credential, else the client
+  IP); the client IP by the trusted-proxy rule (django-ratelimit's own `ip` key reads one META
+  entry, masks IPv6 to /64 and refuses an empty REMOTE_ADDR);
+- failing open: django-ratelimit passes a Redis error on (it catches only what a missing key
+  raises), so here any Redis error serves the request without limits and without the
+  X-RateLimit headers (no count is known), logs a warning, and leaves Redis alone for
+  REDIS_RETRY_INTERVAL_SECONDS (agentplatform/redis_breaker.py), so that a Redis that hangs costs
+  one socket timeout per worker, not one per request. RATELIMIT_FAIL_OPEN covers a count that
+  cannot be read.
+- the DRF mixin: the headers on every response (also 4xx), the 429 problem, and the checks of the
+  credential and response caches, which read the cache generations
+  (agentplatform/cache_generations.py) in one more round trip when a request has a cached
+  answer to check. Without Redis nothing is served from those caches either. README.md says so.
 """
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import logging
 import time
-import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
+from django_ratelimit.core import get_usage
+from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -118,92 +128,41 @@ def _rate_for(rate_class: str) -> str:
     }[rate_class]
 
 
-# INCR, and start the window's clock on the first hit: atomic, and one round trip (a pipeline
-# would cost a MULTI/EXEC pair of replies and a client-side object per request). The same trip
-# reads the cache generations (agentplatform/cache_generations.py).
-_COUNT_SCRIPT = (
-    cache_generations.GENERATION_LUA
-    + """
-local count = redis.call('INCR', KEYS[1])
-if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return {count, generation(KEYS[2]), generation(KEYS[3])}
-"""
-)
-_counters: dict[tuple[str, str], Any] = {}
-
-
-@dataclass(frozen=True)
-class RequestCount:
-    """What one round trip to Redis tells a request: its rate-limit usage and the current cache
-    generations."""
-
-    usage: RateLimitUsage
-    credentials_generation: str
-    responses_generation: str
-
-
-def _counter_script(alias: str, location: str) -> Any:
-    """The registered counting script, bound to a redis-py client kept per cache and process.
-
-    Django's RedisCache builds a new client object on every call (cheap for one cache call, a
-    measurable share of a 1 ms request); its connection pool is what we want to share.
-    """
-    script = _counters.get((alias, location))
-    if script is None:
-        cache = caches[alias]
-        try:
-            client = cache._cache.get_client(write=True)  # the client over the cache's own pool
-        except AttributeError as exc:
-            raise ImproperlyConfigured(f"Rate limits need Django's RedisCache for cache {alias!r}") from exc
-        script = _counters[(alias, location)] = client.register_script(_COUNT_SCRIPT)
-    return script
-
-
-def count_request_and_read(*, rate_class: str, key: str, now: float | None = None) -> RequestCount | None:
-    """Counts one request for `key` in its class and reads the cache generations; None when Redis
-    is unavailable (fail open)."""
-    limit, period = parse_rate(_rate_for(rate_class))
-    alias = settings.RATELIMIT_USE_CACHE
-    location = str(settings.CACHES[alias].get("LOCATION", alias))
-    now = time.time() if now is None else now
-    if redis_breaker.is_open(location, now):
+def count_request(*, rate_class: str, key: str, request: HttpRequest | None = None) -> RateLimitUsage | None:
+    """Counts one request for `key` in its class; None when Redis is unavailable (fail open)."""
+    location = str(settings.CACHES[settings.RATELIMIT_USE_CACHE].get("LOCATION", ""))
+    if redis_breaker.is_open(location):
         return None
-    offset = zlib.crc32(key.encode()) % period
-    window = (int(now) - offset) // period
-    reset_epoch = (window + 1) * period + offset
-    cache = caches[alias]
-    keys = [
-        cache.make_key(f"rl:{rate_class}:{window}:{key}"),
-        cache.make_key(cache_generations.CREDENTIALS),
-        cache.make_key(cache_generations.RESPONSES),
-    ]
     try:
-        # Kept one second past the window so a late INCR never lands on an expired key.
-        count, credentials, responses = _counter_script(alias, location)(keys=keys, args=[reset_epoch - int(now) + 1])
-    except (RedisError, OSError) as exc:
-        redis_breaker.trip(location, now)
+        usage = get_usage(
+            request,
+            group=rate_class,
+            key=lambda _group, _request: key,
+            rate=parse_rate(_rate_for(rate_class)),
+            increment=True,
+        )
+    except (RedisError, OSError, ConnectionInterrupted) as exc:
+        redis_breaker.trip(location)
+        cause = exc.__cause__ if isinstance(exc, ConnectionInterrupted) and exc.__cause__ else exc
         logger.warning(
             "Rate-limit counters unavailable (%s: %s); serving without limits for %.0f s",
-            type(exc).__name__,
-            exc,
+            type(cause).__name__,
+            cause,
             REDIS_RETRY_INTERVAL_SECONDS,
         )
         return None
-    count = int(count)
-    usage = RateLimitUsage(
-        limit=limit, remaining=max(limit - count, 0), reset_epoch=reset_epoch, exceeded=count > limit
+    if usage is None:  # the count could not be read back (RATELIMIT_FAIL_OPEN)
+        return None
+    # `time_left` is the whole seconds of the window after the current one, read at the end of
+    # get_usage: the window ends when the second `now + time_left` does.
+    reset_epoch = int(time.time()) + usage["time_left"] + 1
+    limit = usage["limit"]
+    return RateLimitUsage(
+        limit=limit,
+        remaining=max(limit - usage["count"], 0),
+        reset_epoch=reset_epoch,
+        exceeded=usage["should_limit"],
     )
-    return RequestCount(
-        usage=usage,
-        credentials_generation=credentials.decode(),
-        responses_generation=responses.decode(),
-    )
-
-
-def count_request(*, rate_class: str, key: str, now: float | None = None) -> RateLimitUsage | None:
-    """Counts one request for `key` in its class; None when Redis is unavailable (fail open)."""
-    counted = count_request_and_read(rate_class=rate_class, key=key, now=now)
-    return counted.usage if counted is not None else None
 
 
 def rate_class_and_key(request: Request, *, trading: bool = False) -> tuple[str, str]:
@@ -232,16 +191,15 @@ def admin_login_attempt_count(request: HttpRequest) -> AdminLoginRefusal | None:
     INCR, so concurrent guesses cannot slip past the limit between a check and a count. An
     address already refused does not count against the user name, so that it cannot lock the
     account's owner out for longer. Without Redis the attempt is allowed (fail open, logged).
+    The user name is not kept in Redis: django-ratelimit names the counter by a SHA-256.
     """
-    by_address = count_request(rate_class=ADMIN_LOGIN, key=f"ip:{client_ip(request)}")
+    by_address = count_request(rate_class=ADMIN_LOGIN, key=f"ip:{client_ip(request)}", request=request)
     if by_address is not None and by_address.exceeded:
         return AdminLoginRefusal("address", _seconds_until(by_address.reset_epoch))
     user_name = request.POST.get("username", "").strip().casefold()
     if not user_name:
         return None
-    # A digest: user names are not kept in Redis, and any length makes a key of one size.
-    digest = hashlib.sha256(user_name.encode()).hexdigest()[:32]
-    by_user_name = count_request(rate_class=ADMIN_LOGIN, key=f"user:{digest}")
+    by_user_name = count_request(rate_class=ADMIN_LOGIN, key=f"user:{user_name}", request=request)
     if by_user_name is not None and by_user_name.exceeded:
         return AdminLoginRefusal("user name", _seconds_until(by_user_name.reset_epoch))
     return None
@@ -257,10 +215,12 @@ class RateLimitedViewMixin:
     Put it first in the bases. Set `trading_actions` to the names of viewset actions that move
     tokens: those count against the trading class instead.
 
-    The same Redis round trip checks the caches: a bearer token the authenticator answered from
-    its in-process cache is verified again against the database when the credentials generation
-    has moved (or Redis is down), and an action wrapped in `cached_response` gets its cached
-    answer if that was built under the current responses generation.
+    It also checks the caches against the generations in Redis: a bearer token the authenticator
+    answered from its in-process cache is verified again against the database when the
+    credentials generation has moved (or Redis is down), and an action wrapped in
+    `cached_response` gets its cached answer if that was built under the current responses
+    generation. The generations are read (one round trip for both) only when there is such an
+    answer to check.
     """
 
     trading_actions: frozenset[str] = frozenset()
@@ -272,19 +232,21 @@ class RateLimitedViewMixin:
         auth_error = self._authenticate(request)
         trading = getattr(self, "action", None) in self.trading_actions
         rate_class, key = rate_class_and_key(request, trading=trading)
-        counted = count_request_and_read(rate_class=rate_class, key=key)
+        usage = count_request(rate_class=rate_class, key=key, request=request)
+        request._rate_limit_usage = usage  # type: ignore[attr-defined]
         cached_generation = getattr(request.user, "verified_generation", None) if auth_error is None else None
-        if cached_generation is not None and (counted is None or counted.credentials_generation != cached_generation):
+        lookup = response_cache.lookup_for(self, request)
+        generations = (
+            cache_generations.generations_get() if cached_generation is not None or lookup is not None else None
+        )
+        if cached_generation is not None and (generations is None or generations.credentials != cached_generation):
             # Keys or sessions changed since the cached answer (or that cannot be known): ask the
             # database again. The request stays counted against the credential it named.
-            request.credential_cache_allowed = counted is not None  # type: ignore[attr-defined]
-            request.credentials_generation = counted.credentials_generation if counted else None  # type: ignore[attr-defined]
+            request.credential_cache_allowed = generations is not None  # type: ignore[attr-defined]
+            request.credentials_generation = generations.credentials if generations else None  # type: ignore[attr-defined]
             auth_error = self._authenticate(request)
-        usage = counted.usage if counted is not None else None
-        request._rate_limit_usage = usage  # type: ignore[attr-defined]
-        lookup = response_cache.lookup_for(self, request) if counted is not None else None
-        if lookup is not None:
-            lookup.found(generation=counted.responses_generation)
+        if lookup is not None and generations is not None:
+            lookup.found(generation=generations.responses)
             request.response_cache_lookup = lookup  # type: ignore[attr-defined]
         if usage is not None and usage.exceeded:
             retry_after = _seconds_until(usage.reset_epoch)

@@ -15,7 +15,8 @@ from django.conf import settings
 
 # pytest-django has already read the settings (with the default prefix) before this module runs;
 # the caches are built lazily, so setting the prefix here still reaches every cache key.
-settings.CACHES["default"]["KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
+for _alias in settings.CACHES:
+    settings.CACHES[_alias]["KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
 
 from django.core.cache import cache  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
@@ -54,14 +55,24 @@ def closed_port() -> int:
 
 
 def redis_cache_at(url: str) -> dict:
-    """CACHES with the default cache (rate limits, cache generations) at `url`."""
+    """CACHES with both caches (the default one; the counters: rate limits, cache generations) at `url`."""
     return {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": url,
             "KEY_PREFIX": "down",
             "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }
+        },
+        "counters": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": url,
+            "KEY_PREFIX": "down",
+            "OPTIONS": {
+                "SOCKET_CONNECT_TIMEOUT": 0.5,
+                "SOCKET_TIMEOUT": 0.5,
+                "REDIS_CLIENT_KWARGS": {"single_connection_client": True},
+            },
+        },
     }
 
 

@@ -189,16 +189,16 @@ def test_trading_actions_have_their_own_smaller_limit_per_key():
 # --- counted in Redis, shared by every process -------------------------------------------------
 
 
-def test_counts_live_in_redis_under_the_cache_prefix():
+def test_counts_live_in_redis_under_the_cache_prefix_without_the_address():
     client_from("198.51.100.9").get("/api/agents")
     client_from("198.51.100.9").get("/api/agents")
 
     redis = cache._cache.get_client()
-    keys = [key.decode() for key in redis.scan_iter(match=f"{os.environ['CACHE_KEY_PREFIX']}:*:rl:public:*")]
+    keys = [key.decode() for key in redis.scan_iter(match=f"{os.environ['CACHE_KEY_PREFIX']}:*:rl:*")]
     assert len(keys) == 1
-    assert keys[0].endswith(":ip:198.51.100.9")
+    assert "198.51.100.9" not in keys[0]  # django-ratelimit names a counter by a SHA-256
     assert int(redis.get(keys[0])) == 2
-    assert 0 < redis.ttl(keys[0]) <= 61
+    assert 0 < redis.ttl(keys[0]) <= 65  # the one-minute window and django-ratelimit's 5 s of slack
 
 
 def test_another_process_shares_the_same_counter(settings):
