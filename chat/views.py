@@ -58,7 +58,7 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     )
     @cached_response
     def list(self, request: Request) -> Response:
-        query = query_validated(ChatFeedQuerySerializer, request)
+        query = query_validated(ChatFeedQuerySerializer, request, remember=True)
         limit = query["limit"]
         page = chat_feed(limit=limit, before=query.get("before"))
         headers = {}

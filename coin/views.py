@@ -95,6 +95,6 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     @action(detail=False, methods=["get"])
     @cached_response
     def history(self, request: Request) -> Response:
-        query = query_validated(HistoryQuerySerializer, request)
+        query = query_validated(HistoryQuerySerializer, request, remember=True)
         # Written mostly by PostgreSQL in PriceHistorySerializer's shape, which documents it in the schema.
         return Response(price_history_json(period=query["period"], limit=query["limit"]))
