@@ -23,11 +23,13 @@ run: $(BIN)/.installed
 test: $(BIN)/.installed
 	scripts/ensure-redis
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The embedded PostgreSQL ($(VAR_DIR)/pgdata) outlives `make run` so that every process shares it.
 # VAR_DIR as the settings read it: the environment, else the last VAR_DIR= line of .env, else var.

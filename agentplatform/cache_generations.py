@@ -31,6 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import caches
 from django.db import transaction
+from django.db.models import Model
 from django.db.models.signals import post_delete, post_save
 from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
@@ -76,7 +77,8 @@ def _run(lua: str, *names: str) -> Any:
     location = _location()
     script = _scripts.get((lua, location))
     if script is None:
-        client = caches[settings.RATELIMIT_USE_CACHE].client.get_client(write=True)  # django-redis's, kept
+        # django-redis's client (not in the stubs), kept per process.
+        client = caches[settings.RATELIMIT_USE_CACHE].client.get_client(write=True)  # type: ignore[attr-defined]
         script = _scripts[(lua, location)] = client.register_script(lua)
     return script(keys=[generation_key(name) for name in names])
 
@@ -132,7 +134,7 @@ def generations_get() -> Generations | None:
     return Generations(credentials=credentials.decode(), responses=responses.decode())
 
 
-def bump_on_change(name: str, *models: type, on_create: bool = True) -> None:
+def bump_on_change(name: str, *models: type[Model], on_create: bool = True) -> None:
     """Bumps `name` whenever one of `models` is saved or deleted through the ORM (admin edits,
     cascades, and creates unless `on_create` is False: a new credential is in no cache yet).
     Writes through `QuerySet.update()` or `bulk_create()` send no signal; the services that use

@@ -96,7 +96,7 @@ def client_ip(request: HttpRequest) -> str:
     is ignored. A value that is not an IP address falls back to REMOTE_ADDR.
     """
     remote = request.META.get("REMOTE_ADDR", "") or "unknown"
-    proxies = settings.TRUSTED_PROXY_COUNT
+    proxies = int(settings.TRUSTED_PROXY_COUNT)
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
     if proxies > 0 and forwarded:
         hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
@@ -261,7 +261,7 @@ class RateLimitedViewMixin:
     def _authenticate(self, request: Request) -> Exception | None:
         """Runs the authenticators (again, if they ran before); returns the refusal, if any."""
         try:
-            request._authenticate()  # DRF's own step behind request.user, re-runnable
+            request._authenticate()  # type: ignore[attr-defined]  # DRF's own step behind request.user, re-runnable
         except (APIException, ApplicationError) as exc:
             # Still counted (per IP, as the credentials were refused): a key guesser is limited,
             # and past the limit gets 429 rather than another answer about the key.
