@@ -5,9 +5,10 @@ An action opts in with `@cached_response`. Each web worker keeps the rendered an
 memory, keyed by the request's absolute URL and Accept header (the chat feed's `Link` header holds
 the absolute URL, and `Accept` can ask JSON for an indent), each under the RESPONSES generation
 current when it was built. Every write to an agent, a chat message or a price point bumps that
-generation in Redis (agentplatform/cache_generations.py), and the rate-limit round trip reads it
-(RateLimitedViewMixin): an entry from an older generation is never served, so a hit costs no
-extra Redis call, no SQL and no serialization, and writes show at once in every worker.
+generation in Redis (agentplatform/cache_generations.py), which RateLimitedViewMixin reads beside
+the rate-limit count: an entry from an older generation is never served, so a hit costs one Redis
+round trip besides the count, no SQL and no serialization, and writes show at once in every
+worker. An anonymous hit is answered before DRF wraps the request (RateLimitedViewMixin.dispatch).
 
 Entries also expire after API_RESPONSE_CACHE_SECONDS, which bounds how long a write that bypasses
 the ORM (raw SQL, another program on the database) or one made while Redis was unreachable stays
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -75,7 +76,7 @@ class ResponseLookup:
             self.cached = rendered_responses.get(self.key, generation)
 
 
-def lookup_for(view: Any, request: Request) -> ResponseLookup | None:
+def lookup_for(view: Any, request: HttpRequest | Request) -> ResponseLookup | None:
     """The lookup for this request, or None when its action is not cached or caching is off."""
     action = getattr(view, getattr(view, "action", None) or "", None)
     if not getattr(action, "response_cacheable", False) or request.method not in ("GET", "HEAD"):

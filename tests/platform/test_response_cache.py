@@ -198,3 +198,22 @@ def test_with_redis_down_reads_come_from_the_database(api_client, request):
     assert response.status_code == 200
     assert names(response) == ["Renamed"]
     assert "X-RateLimit-Limit" not in response
+
+
+def test_an_anonymous_hit_answered_before_drf_has_the_headers_of_a_miss_and_is_counted(api_client):
+    agent = AgentFactory(name="Alpha")
+    ChatMessageFactory.create_batch(2, agent=agent)
+    miss = api_client.get("/api/chat", {"limit": "2"})
+
+    hit = api_client.get("/api/chat", {"limit": "2"})
+    with_cookie = api_client.get("/api/chat", {"limit": "2"}, HTTP_COOKIE="theme=dark")  # through DRF
+    with_key = api_client.get("/api/chat", {"limit": "2"}, **bearer(agent_key_for(agent)))
+
+    varying = {"X-RateLimit-Remaining"}
+    for response in (hit, with_cookie):
+        assert response.content == miss.content
+        assert {k: v for k, v in response.items() if k not in varying} == {
+            k: v for k, v in miss.items() if k not in varying
+        }
+    assert [r["X-RateLimit-Remaining"] for r in (miss, hit, with_cookie)] == ["99", "98", "97"]
+    assert (with_key.content, with_key["X-RateLimit-Limit"]) == (miss.content, "500")  # its own class
