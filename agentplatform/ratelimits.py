@@ -250,7 +250,10 @@ class RateLimitedViewMixin:
             return None
         self.action = action  # as DRF's initialize_request sets it, which has not run yet
         lookup = response_cache.lookup_for(self, request)
-        if lookup is None or not lookup.use_entry or self.action in self.trading_actions:
+        if lookup is None or self.action in self.trading_actions:
+            return None
+        request.response_cache_lookup = lookup  # type: ignore[attr-defined]  # for `initial`, if DRF takes over
+        if not lookup.use_entry:
             return None
         if not all(isinstance(permission, AllowAny) for permission in self.get_permissions()):  # type: ignore[attr-defined]
             return None
@@ -261,7 +264,6 @@ class RateLimitedViewMixin:
             return None
         lookup.found(generation=generations.responses)
         if lookup.cached is None:
-            request.response_cache_lookup = lookup  # type: ignore[attr-defined]
             return None
         request._rate_limit_usage = usage  # type: ignore[attr-defined]
         self.headers = self.default_response_headers  # type: ignore[attr-defined]

@@ -41,12 +41,9 @@ def json_number(expression: str) -> str:
 
 
 def json_timestamp(expression: str) -> str:
-    utc = f"(({expression}) AT TIME ZONE 'UTC')"
-    return (
-        f"""coalesce('"' || to_char({utc}, 'YYYY-MM-DD"T"HH24:MI:SS')"""
-        f" || CASE to_char({utc}, 'US') WHEN '000000' THEN '' ELSE '.' || to_char({utc}, 'US') END"
-        f""" || 'Z"', 'null')"""
-    )
+    # One to_char with the microseconds, dropped when they are all zero (no other "." in it).
+    iso = f"""to_char(({expression}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')"""
+    return f"""coalesce('"' || replace({iso}, '.000000', '') || 'Z"', 'null')"""
 
 
 def json_object(fields: list[tuple[str, str]]) -> str:
