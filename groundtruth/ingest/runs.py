@@ -22,7 +22,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -75,7 +74,11 @@ def ingest_run_request(*, repository: Repository, ref: str | None, trigger: str)
 def ingest_runs_enqueue(*, runs: Iterable[IngestRun]) -> None:
     """Sends each queued run to the worker once the current transaction commits."""
     for run in runs:
-        transaction.on_commit(partial(_ingest_repo_send, run))
+        _send_after_commit(run)
+
+
+def _send_after_commit(run: IngestRun) -> None:
+    transaction.on_commit(lambda: _ingest_repo_send(run))
 
 
 def _ingest_repo_send(run: IngestRun) -> None:

@@ -190,7 +190,7 @@ def test_profile_of_unknown_agent_is_404_problem(api_client):
     assert response.status_code == 404
     assert response.json() == {
         "type": "urn:problem:not_found",
-        "title": "Not found",
+        "title": "Not Found",
         "status": 404,
         "detail": "No agent with instance_id 'nobody'.",
         "code": "not_found",

@@ -121,7 +121,7 @@ def test_no_price_data_is_404_problem(api_client):
     assert response.status_code == 404
     assert response.json() == {
         "type": "urn:problem:no_price_data",
-        "title": "Not found",
+        "title": "Not Found",
         "status": 404,
         "detail": "There is no price data yet.",
         "code": "no_price_data",
