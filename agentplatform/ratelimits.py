@@ -228,7 +228,7 @@ class RateLimitedViewMixin:
     `dispatch`, before DRF wraps the request: counted, checked and given the same headers, but
     without authentication (there is nothing to authenticate), permission checks (only an
     action every caller may read is answered there) and content negotiation (an entry is kept
-    per Accept header, stored by a request that negotiated it). A third of such a request's CPU.
+    per Accept header, stored by a request that negotiated it): a fifth less CPU for such a read.
     """
 
     trading_actions: frozenset[str] = frozenset()
