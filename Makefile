@@ -17,7 +17,7 @@ run: $(BIN)/.installed
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py seed_demo --once
-	# Ctrl-C stops every process; honcho then exits 130, which is how a run ends, not an error.
+	@# Ctrl-C stops every process; honcho then exits 130, which is how a run ends, not an error.
 	$(BIN)/honcho start -f Procfile || test $$? -eq 130
 
 test: $(BIN)/.installed
