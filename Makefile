@@ -22,6 +22,7 @@ run: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	scripts/ensure-redis
+	scripts/ensure-chromium
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
+from collections.abc import Iterator
 
 # A key prefix of our own, so that runs sharing one Redis (several checkouts, CI) never see
 # each other's rate-limit counters or cache entries.
@@ -20,6 +22,9 @@ for _alias in settings.CACHES:
 
 from django.core.cache import cache  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
+from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
+
+from tests.chromium import STAFF_PASSWORD, STAFF_USERNAME, Browser, chromium_start  # noqa: E402
 
 
 def _clear_our_redis_keys() -> None:
@@ -94,3 +99,47 @@ def _git_sources_of_the_tests(settings, tmp_path_factory) -> None:
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient(raise_request_exception=False)
+
+
+# --- Browser tests (tests/chromium.py) -------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def live_server(django_db_setup, live_server):
+    """pytest-django's live server, started after the test database exists so that it stops before
+    the database is dropped, and only once the threads of its last requests have ended: each holds
+    a database connection until its client closes the connection (Chromium keeps them alive)."""
+    yield live_server
+    for thread in threading.enumerate():
+        if thread.name.endswith("(process_request_thread)"):
+            thread.join(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def chromium(live_server) -> Iterator[WebDriver]:
+    """One headless Chromium for the whole session (starting one takes about a second). It quits
+    before the live server stops (it depends on it), closing the connections it kept alive."""
+    driver = chromium_start()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def browser(live_server, chromium) -> Iterator[Browser]:
+    """Chromium at the live server, signed out; forgets its cookies after the test."""
+    browser = Browser(driver=chromium, base_url=live_server.url)
+    yield browser
+    browser.reset()
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    """A staff superuser with the password the browser signs in with."""
+    return django_user_model.objects.create_superuser(STAFF_USERNAME, "staff@example.com", STAFF_PASSWORD)
+
+
+@pytest.fixture
+def staff_browser(browser, staff_user) -> Browser:
+    """Chromium signed in to the admin (through its login form) as `staff_user`."""
+    browser.login(STAFF_USERNAME, STAFF_PASSWORD)
+    return browser
