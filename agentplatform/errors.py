@@ -48,6 +48,7 @@ class ApplicationError(Exception):
         code: str | None = None,
         errors: list[dict[str, str]] | None = None,
         headers: dict[str, str] | None = None,
+        extensions: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(detail)
         self.detail = detail
@@ -55,6 +56,8 @@ class ApplicationError(Exception):
             self.code = code
         self.errors = errors
         self.headers = headers or {}
+        # RFC 9457 extension members: facts a client acts on, beside `detail` (a file's line count).
+        self.extensions = extensions or {}
 
 
 class InvalidInput(ApplicationError):
@@ -134,9 +137,16 @@ def database_unavailable_problem(exc: Exception) -> dict[str, Any]:
 
 
 def problem_body(
-    *, status: int, code: str, detail: str, title: str | None = None, errors: list[dict[str, str]] | None = None
+    *,
+    status: int,
+    code: str,
+    detail: str,
+    title: str | None = None,
+    errors: list[dict[str, str]] | None = None,
+    extensions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
+        **(extensions or {}),
         "type": f"urn:problem:{code}",
         "title": title or HTTPStatus(status).phrase,
         "status": status,
@@ -203,7 +213,14 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     500s and are rendered by ProblemDetailsMiddleware after Django logs them."""
     headers: dict[str, str] = {}
     if isinstance(exc, ApplicationError):
-        body = problem_body(status=exc.status, code=exc.code, detail=exc.detail, title=exc.title, errors=exc.errors)
+        body = problem_body(
+            status=exc.status,
+            code=exc.code,
+            detail=exc.detail,
+            title=exc.title,
+            errors=exc.errors,
+            extensions=exc.extensions,
+        )
         headers = dict(exc.headers)
     elif isinstance(exc, Http404):
         body = problem_body(status=404, code="not_found", detail=str(exc) or "Not found.")

@@ -375,6 +375,8 @@ GIT_ALLOW_PRIVATE_HOSTS = _hosts("GIT_ALLOW_PRIVATE_HOSTS", networks=True)
 GIT_TIMEOUT_SECONDS = _positive_int("GIT_TIMEOUT_SECONDS", 300)
 # Web URL of a file at a commit, for citations of http(s) repositories.
 GIT_BLOB_URL_TEMPLATE = env.str("GIT_BLOB_URL_TEMPLATE", default="{base}/blob/{commit}/{path}")
+# GET /sources/...: at most this many lines per request (a longer explicit range is refused).
+SOURCE_LINES_MAX = _positive_int("SOURCE_LINES_MAX", 500)
 
 EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="local")
 if EMBEDDING_BACKEND not in {"local", "openai", "none"}:

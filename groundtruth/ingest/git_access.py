@@ -98,6 +98,23 @@ class GitNetworkError(GitError):
     """A git operation failed on the network; retrying later may succeed."""
 
 
+class GitCommitMissing(GitError):
+    """The cache holds no such commit (never fetched here, or pruned since)."""
+
+
+class GitPathMissing(GitError):
+    """The path names no file at the commit: absent, a directory, a submodule, or a symlink that
+    dangles, loops or leaves the repository."""
+
+
+class GitFileTooLarge(GitError):
+    """The file is larger than the caller accepts (its size in bytes is `size`)."""
+
+    def __init__(self, message: str, *, size: int) -> None:
+        super().__init__(message)
+        self.size = size
+
+
 @dataclass(frozen=True)
 class TreeEntry:
     path: str
@@ -322,6 +339,50 @@ class GitRepository:
     def read_file(self, commit: str, path: str) -> bytes:
         """The bytes of `path` at `commit`. Raises GitError when it is missing there."""
         return self._git("cat-file", "blob", f"{commit}:{path}")
+
+    def read_file_at(self, commit: str, path: str, *, max_bytes: int) -> bytes:
+        """The bytes of the file at `path` in `commit`, symlinks followed inside the commit's tree
+        as the ingest follows them (a link is read as its target's content), through one
+        `git cat-file --batch --follow-symlinks` that reads no more than `max_bytes` of it.
+
+        `path` must already be a plain relative path (no `.`/`..` segments, no newline): git
+        would resolve `./` and `../` against the working directory. Raises GitCommitMissing,
+        GitPathMissing, GitFileTooLarge, or GitError when the cache cannot be read.
+        """
+        process = subprocess.Popen(
+            ["git", "--git-dir", str(self.path), "cat-file", "--batch", "--follow-symlinks"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self._environment(),
+        )
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        try:
+            # The commit first, so that a commit the cache lacks is told apart from a missing path.
+            process.stdin.write(f"{commit}^{{commit}}\n{commit}:{path}\n".encode("utf-8", errors="surrogateescape"))
+            process.stdin.close()
+            header = process.stdout.readline().split()
+            if len(header) != 3 or header[1] != b"commit":
+                if not header:  # git refused to start: no cache repository, for one
+                    message = self._scrub(process.stderr.read().decode(errors="replace"))
+                    raise GitError(f"git cat-file failed for {self.shown_as}: {message or 'no output'}")
+                raise GitCommitMissing(f"commit {commit} is not in the cache of {self.shown_as}")
+            process.stdout.read(int(header[2]) + 1)  # the commit object and its newline
+            header = process.stdout.readline().split()
+            if len(header) != 3 or header[1] != b"blob":
+                # `<name> missing`, `dangling|loop|notdir|symlink <size>`, or a tree or submodule commit.
+                raise GitPathMissing(f"{path} is not a file at {commit[:12]} of {self.shown_as}")
+            size = int(header[2])
+            if size > max_bytes:
+                raise GitFileTooLarge(f"{path} at {commit[:12]} has {size} bytes, over {max_bytes}", size=size)
+            return process.stdout.read(size)
+        finally:
+            # Nothing more is read: a file too large is not streamed to its end.
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=30)
+            process.stdout.close()
+            process.stderr.close()
 
     @contextlib.contextmanager
     def blob_reader(self) -> Iterator[Callable[[str], bytes]]:

@@ -1,0 +1,184 @@
+"""Exact lines of an indexed repository's file at a commit, read from the git cache (not from the
+chunks): what GET /sources/<repo>/<path> answers and what every citation's `source_url` points at.
+
+    lines = read_source_lines(repository_name="acme/handbook", path="docs/pool.md",
+                              commit="3f2c9e1", start=10, end=29)
+    lines.commit  # the full SHA; lines.lines: ["...", ...] (lines 10..29); lines.line_count
+
+Lines are numbered as the ingest numbers them (groundtruth/ingest/chunking.py `file_lines`:
+split on `\\n`, the `\\r` of a CRLF dropped), so a chunk's text is exactly lines
+`start_line..end_line` of what this returns.
+
+What may be read, and the problems otherwise (agentplatform/errors.py):
+- a repository the registry lists and enables; else 404;
+- a path that stays inside the repository (relative, no empty, `.` or `..` segment, no control
+  character) and that the repository's include/exclude globs select, so nothing outside what the
+  registry chose to index is served (a private repository is fetched with the service's token);
+  else 404. A symlink is followed inside the commit's tree, as the ingest follows it;
+- a commit an ingest has seen for this repository (a run's commit, or a commit its chunks cite),
+  given in full or as an unambiguous prefix of at least COMMIT_PREFIX_MIN_LENGTH hex digits;
+  not hex or shorter: 400, unknown: 404, ambiguous: 400. The cache of this server must still hold it: 503 otherwise;
+- a text file (not binary by the ingest's rule, at most INGEST_MAX_FILE_BYTES): 422 otherwise;
+- 1 <= start <= end, at most SOURCE_LINES_MAX lines: 400 otherwise; `end` left out means to
+  the file's end or SOURCE_LINES_MAX lines, whichever comes first. A range past the file's end
+  (or any range of an empty file): 416 with the file's `line_count` in the problem body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.http import HttpRequest
+from django.urls import reverse
+
+from agentplatform.errors import ApplicationError, InvalidInput, NotFound, ServiceUnavailable
+from groundtruth.ingest.chunking import file_lines
+from groundtruth.ingest.git_access import (
+    GitCommitMissing,
+    GitError,
+    GitFileTooLarge,
+    GitPathMissing,
+    GitRepository,
+    blob_url,
+)
+from groundtruth.ingest.selection import is_binary, path_matches
+from groundtruth.models import Chunk, IngestRun, Repository
+
+COMMIT_PREFIX_MIN_LENGTH = 7
+COMMIT_PATTERN = re.compile(r"[0-9a-f]{7,64}\Z")
+COMMIT_RULE = f"commit must be a commit SHA, or a prefix of it of at least {COMMIT_PREFIX_MIN_LENGTH} hex digits"
+PATH_MAX_LENGTH = 1000  # SourceFile.path and Chunk.path
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class RangeNotSatisfiable(ApplicationError):
+    status, code, title = 416, "range_not_satisfiable", "Range Not Satisfiable"
+
+
+class FileNotText(ApplicationError):
+    status, code, title = 422, "not_text", "Unprocessable Content"
+
+
+@dataclass(frozen=True)
+class SourceLines:
+    repo: str
+    path: str
+    commit: str  # full SHA
+    start: int
+    end: int
+    lines: tuple[str, ...]  # lines start..end, without their line breaks
+    line_count: int  # lines in the whole file
+    url: str | None  # the blob's web page with a line anchor; None for local repositories
+
+
+def read_source_lines(
+    *, repository_name: str, path: str, commit: str, start: int = 1, end: int | None = None
+) -> SourceLines:
+    """Lines `start..end` (1-based, inclusive) of `path` at `commit` in the repository named
+    `repository_name`, read from the git cache. Raises the problems listed in the module's
+    docstring (InvalidInput, NotFound, ServiceUnavailable, FileNotText, RangeNotSatisfiable)."""
+    source_range_check(start=start, end=end)
+    maximum = settings.SOURCE_LINES_MAX
+    repository = Repository.objects.filter(name=repository_name, enabled=True).first()
+    if repository is None:
+        raise NotFound(f"No repository named {repository_name!r} is in the registry.")
+    if not _path_is_plain(path) or not path_matches(path, repository.include, repository.exclude):
+        raise NotFound(f"No file {path!r} is indexed in {repository.name}.")
+    full_commit = _commit_resolve(repository=repository, path=path, commit=commit)
+    git = GitRepository(repository.url)
+    try:
+        data = git.read_file_at(full_commit, path, max_bytes=settings.INGEST_MAX_FILE_BYTES)
+    except GitPathMissing as exc:
+        raise NotFound(f"No file {path!r} at commit {full_commit} of {repository.name}.") from exc
+    except GitFileTooLarge as exc:
+        raise FileNotText(
+            f"{path} has {exc.size} bytes, more than INGEST_MAX_FILE_BYTES ({settings.INGEST_MAX_FILE_BYTES}): "
+            "the index never holds such a file.",
+            code="file_too_large",
+        ) from exc
+    except GitCommitMissing as exc:
+        raise ServiceUnavailable(
+            f"Commit {full_commit} of {repository.name} is not in this server's git cache (GIT_CACHE_DIR); "
+            "an ingest of the repository fetches it again while it is reachable upstream.",
+            code="source_unavailable",
+        ) from exc
+    except GitError as exc:
+        raise ServiceUnavailable(
+            f"The git cache of {repository.name} cannot be read on this server.", code="source_unavailable"
+        ) from exc
+    if is_binary(data):
+        raise FileNotText(f"{path} at {full_commit[:12]} is a binary file (not UTF-8 text); it has no lines to show.")
+    lines = file_lines(data.decode("utf-8"))
+    last = min(len(lines), start + maximum - 1) if end is None else end
+    if start > len(lines) or last > len(lines):
+        raise RangeNotSatisfiable(
+            f"{path} at {full_commit[:12]} has {len(lines)} lines; lines {start}..{last} are past its end.",
+            extensions={"line_count": len(lines)},
+        )
+    return SourceLines(
+        repo=repository.name,
+        path=path,
+        commit=full_commit,
+        start=start,
+        end=last,
+        lines=tuple(lines[start - 1 : last]),
+        line_count=len(lines),
+        url=blob_url(repository.url, full_commit, path, start, last),
+    )
+
+
+def source_lines_url(*, request: HttpRequest, repo: str, path: str, commit: str, start: int, end: int) -> str:
+    """The absolute URL of GET /sources/<repo>/<path> for exactly lines start..end at `commit`,
+    on the host and scheme the request came in by."""
+    owner, name = repo.split("/", 1)
+    location = reverse("source-lines", kwargs={"owner": owner, "name": name, "path": path})
+    query = urlencode({"commit": commit, "start": start, "end": end})
+    return request.build_absolute_uri(f"{location}?{query}")
+
+
+def source_range_check(*, start: int, end: int | None) -> None:
+    """1 <= start <= end, at most SOURCE_LINES_MAX lines (end None: no end given); a 400 otherwise."""
+    maximum = settings.SOURCE_LINES_MAX
+    if start < 1:
+        raise InvalidInput.for_field("start", "start must be a line number, 1 or more")
+    if end is None:
+        return
+    if end < start:
+        raise InvalidInput.for_field("end", f"end must not be before start ({start})")
+    if end - start + 1 > maximum:
+        raise InvalidInput.for_field(
+            "end", f"at most {maximum} lines per request (SOURCE_LINES_MAX): end may be at most {start + maximum - 1}"
+        )
+
+
+def _path_is_plain(path: str) -> bool:
+    """A path relative to the repository's root that names each directory on the way: git would
+    resolve `.` and `..` against the working directory, and `..` could leave the repository."""
+    if not path or len(path) > PATH_MAX_LENGTH or path.startswith("/") or _CONTROL_CHARACTER.search(path):
+        return False
+    return all(segment not in {"", ".", ".."} for segment in path.split("/"))
+
+
+def _commit_resolve(*, repository: Repository, path: str, commit: str) -> str:
+    """The full SHA of the commit `commit` names among those an ingest has seen for `repository`:
+    its runs' commits, and the commits its chunks of `path` cite (a chunk keeps the commit its blob
+    was indexed at, which a run recorded; read from the chunks too so that deleting old runs in
+    the admin does not break the citations they left)."""
+    prefix = commit.lower()
+    if not COMMIT_PATTERN.match(prefix):
+        raise InvalidInput.for_field("commit", COMMIT_RULE)
+    runs = IngestRun.objects.filter(repository=repository, commit__startswith=prefix).values_list("commit", flat=True)
+    chunks = Chunk.objects.filter(repository=repository, path=path, commit__startswith=prefix).values_list(
+        "commit", flat=True
+    )
+    known = sorted(set(runs.union(chunks)))
+    if not known:
+        raise NotFound(f"No ingest of {repository.name} has seen a commit {commit!r}.")
+    if len(known) > 1:
+        raise InvalidInput.for_field(
+            "commit", f"{commit} names {len(known)} commits of {repository.name}; give more of the SHA"
+        )
+    return known[0]
