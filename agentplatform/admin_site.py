@@ -1,4 +1,5 @@
-"""The admin site, with sign-in attempts limited per client IP and per user name.
+"""The admin site, with sign-in attempts limited per client IP and per user name, and the staff
+console's pages (groundtruth/console_views.py: "Ask the docs", an ingest run's live progress).
 
 `agentplatform.apps.ThrottledAdminConfig` (in INSTALLED_APPS in place of `django.contrib.admin`)
 makes it the default `admin.site`, so every app's `@admin.register` lands here.
@@ -11,11 +12,18 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, URLResolver
 
 from agentplatform.ratelimits import AdminLoginRefusal, admin_login_attempt_count
+from groundtruth.console_views import console_urls
 
 
 class ThrottledAdminSite(admin.AdminSite):
+    def get_urls(self) -> list[URLPattern | URLResolver]:
+        # The staff console's pages (linked from the index, templates/admin/index.html) come
+        # before the admin's own patterns, whose `<app_label>/` would otherwise be tried first.
+        return [*console_urls(self), *super().get_urls()]
+
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         """Past RATE_LIMIT_ADMIN_LOGIN attempts the answer is a 429 page, and the password is not
         even checked: a guess there learns nothing."""

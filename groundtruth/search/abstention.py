@@ -60,6 +60,7 @@ class AbstentionAssessment:
     probability: float
     threshold: float
     named_repositories: list[str]
+    model: AbstentionModel  # the one that weighed the features (the staff console shows its weights)
 
     @property
     def supported(self) -> bool:
@@ -193,4 +194,5 @@ def abstention_assess(
         probability=probability,
         threshold=threshold,
         named_repositories=[repository.name for repository in named],
+        model=model,
     )

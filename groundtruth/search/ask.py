@@ -103,6 +103,18 @@ def citations_select(outcome: SearchOutcome, *, count: int, margin: float) -> li
     return [hits[0], *close]
 
 
+@dataclass
+class AskExplanation:
+    """An /ask answer with what it was decided from (the staff console shows it): the search
+    behind it, the sources-missing assessment, and the passages behind `result.citations`."""
+
+    result: AskResult
+    outcome: SearchOutcome
+    assessment: AbstentionAssessment
+    cited: list[SearchHit]  # one per citation, in citation order; empty when sources are missing
+    language_model_refused: bool = False  # sources missing because the model said so
+
+
 def question_answer(
     *,
     question: str,
@@ -111,6 +123,24 @@ def question_answer(
     abstention_model: AbstentionModel | None = None,
     abstention_threshold: float | None = None,
 ) -> AskResult:
+    """The answer of `question_answer_explained`, which says what it does."""
+    return question_answer_explained(
+        question=question,
+        repository_names=repository_names,
+        fusion=fusion,
+        abstention_model=abstention_model,
+        abstention_threshold=abstention_threshold,
+    ).result
+
+
+def question_answer_explained(
+    *,
+    question: str,
+    repository_names: list[str] | None,
+    fusion: FusionParameters | None = None,
+    abstention_model: AbstentionModel | None = None,
+    abstention_threshold: float | None = None,
+) -> AskExplanation:
     """Answers `question` from the indexed chunks of the named (default: all enabled)
     repositories.
 
@@ -131,7 +161,7 @@ def question_answer(
     evidence = _evidence(assessment)
     model = _chat_model()
     if not assessment.supported:
-        return AskResult(
+        missing = AskResult(
             question=question,
             mode=GENERATIVE if model else EXTRACTIVE,
             answer=None,
@@ -141,6 +171,7 @@ def question_answer(
             message=_missing_message(question, repositories),
             evidence=evidence,
         )
+        return AskExplanation(result=missing, outcome=outcome, assessment=assessment, cited=[])
 
     cited = citations_select(outcome, count=settings.ASK_CITATION_COUNT, margin=settings.ASK_CITATION_MARGIN)
     chunks = [hit.chunk for hit in cited]
@@ -162,23 +193,26 @@ def question_answer(
         searched=_searched(repositories),
         evidence=evidence,
     )
+    explanation = AskExplanation(result=result, outcome=outcome, assessment=assessment, cited=cited)
     if model is None:
-        return result
+        return explanation
     try:
         reply = chat_completion_create(model=model, messages=answer_messages(question=question, chunks=chunks))
     except LanguageModelError as exc:
         logger.warning("Language model failed, answering extractively: %s", exc)
         result.warning = f"The language model failed ({exc}); extractive snippets are returned instead."
-        return result
+        return explanation
     if answer_is_refusal(reply):
         result.mode = GENERATIVE
         result.sources_missing = True
         result.citations = []
         result.message = _missing_message(question, repositories)
-        return result
+        explanation.cited = []
+        explanation.language_model_refused = True
+        return explanation
     checked = answer_markers_check(text=reply, citation_numbers={citation["n"] for citation in citations})
     if checked.removed_markers:
         logger.info("Removed citation markers that match no returned citation: %s", checked.removed_markers)
     result.mode = GENERATIVE
     result.answer = checked.text
-    return result
+    return explanation
