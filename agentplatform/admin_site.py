@@ -19,6 +19,11 @@ from groundtruth.console_views import console_urls
 
 
 class ThrottledAdminSite(admin.AdminSite):
+    site_header = "Agent platform and ground truth"
+    site_title = "Agent platform admin"
+    index_title = "Back office"
+    site_url = "/"  # "View site": the landing page (agentplatform/landing.py)
+
     def get_urls(self) -> list[URLPattern | URLResolver]:
         # The staff console's pages (linked from the index, templates/admin/index.html) come
         # before the admin's own patterns, whose `<app_label>/` would otherwise be tried first.

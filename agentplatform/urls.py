@@ -3,8 +3,10 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agentplatform.ground_truth_routes import GROUND_TRUTH_URLCONFS, ground_truth_mount
+from agentplatform.landing import landing_page
 
 urlpatterns = [
+    path("", landing_page, name="landing"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
