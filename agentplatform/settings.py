@@ -328,6 +328,28 @@ API_RESPONSE_CACHE_SECONDS = _non_negative("API_RESPONSE_CACHE_SECONDS", 5)
 # database. (agentplatform/authentication.py)
 CREDENTIAL_CACHE_SECONDS = _non_negative("CREDENTIAL_CACHE_SECONDS", 60)
 
+# --- Chat stream: GET /api/chat/stream (chat/stream.py) ---------------------------------------
+# Served by the stream process (Procfile `stream`: uvicorn, ASGI) on this port, so that open streams
+# never hold a gunicorn worker; gunicorn answers the path with a 307 to CHAT_STREAM_URL.
+STREAM_PORT = _positive_int("STREAM_PORT", 8001)
+# The stream's public URL; unset: the request's scheme and host on STREAM_PORT, path /api/chat/stream.
+CHAT_STREAM_URL = env.str("CHAT_STREAM_URL", default="").strip()
+if CHAT_STREAM_URL and not re.match(r"https?://[^/?#]+/[^?#]*\Z", CHAT_STREAM_URL):
+    raise ImproperlyConfigured(
+        f"CHAT_STREAM_URL must be an http(s) URL with a path and no query, got {CHAT_STREAM_URL!r}"
+    )
+# Seconds between heartbeat comments (`: ping`) on a quiet stream; also how often a stream's slot
+# in its client's count (CHAT_STREAM_MAX_PER_IP) is renewed.
+CHAT_STREAM_HEARTBEAT_SECONDS = _non_negative("CHAT_STREAM_HEARTBEAT_SECONDS", 15.0)
+# Open streams allowed per client IP, counted in Redis across every stream process.
+CHAT_STREAM_MAX_PER_IP = _positive_int("CHAT_STREAM_MAX_PER_IP", 10)
+# Seconds between a stream process's reads of the database for messages whose Redis notice it
+# did not get (Redis down or frozen, a publish that failed), and between its checks of Redis.
+CHAT_STREAM_POLL_SECONDS = _non_negative("CHAT_STREAM_POLL_SECONDS", 2.0)
+for _name in ("CHAT_STREAM_HEARTBEAT_SECONDS", "CHAT_STREAM_POLL_SECONDS"):
+    if not globals()[_name] > 0:
+        raise ImproperlyConfigured(f"{_name} must be a positive number of seconds, got {globals()[_name]}")
+
 # The domain a signed SIWE message must name: by default the host and port `make run` serves on.
 SIWE_DOMAIN = env.str("SIWE_DOMAIN", default="") or f"localhost:{env.str('WEB_PORT', default='8000')}"
 SIWE_NONCE_TTL_SECONDS = _positive_int("SIWE_NONCE_TTL_SECONDS", 600)

@@ -84,3 +84,36 @@ def chat_feed(*, limit: int, before: int | None = None) -> ChatFeedPage:
 def chat_message_get(*, message_id: int) -> dict[str, Any]:
     """One message with its sender, hidden or not (an idempotent retry returns what was first returned)."""
     return chat_messages_with_sender().get(pk=message_id)
+
+
+# Visible messages after an id, oldest first, each as the feed writes it: what a stream sends.
+_AFTER_SQL = """
+SELECT m.id, {message}
+FROM {messages_table} m LEFT JOIN {agents_table} a ON a.id = m.agent_id
+WHERE m.hidden_at IS NULL AND m.id > %(after)s
+ORDER BY m.id
+LIMIT %(limit)s
+"""
+
+
+def chat_messages_after(*, after_id: int, limit: int) -> list[tuple[int, str]]:
+    """Up to `limit` visible messages with an id above `after_id`, oldest first, as (id, the
+    message's JSON in the feed's shape, as PostgreSQL writes it). One query.
+
+    Messages become visible in id order (chat/services.py serializes the posts), so reading
+    onward from the last id sent never skips one.
+    """
+    sql = _AFTER_SQL.format(
+        message=_FEED_MESSAGE_JSON,
+        messages_table=connection.ops.quote_name(ChatMessage._meta.db_table),
+        agents_table=connection.ops.quote_name(Agent._meta.db_table),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"after": after_id, "limit": limit})
+        return [(message_id, text) for message_id, text in cursor.fetchall()]
+
+
+def chat_newest_message_id() -> int:
+    """The highest message id stored, hidden or not; 0 while there is none."""
+    newest = ChatMessage.objects.order_by("-id").values_list("id", flat=True).first()
+    return newest or 0

@@ -21,6 +21,7 @@ MESSAGE_TYPE_RULE = f"allowed: {', '.join(AGENT_MESSAGE_TYPES)} (system is staff
 IDEMPOTENCY_KEY_RULE = f"must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters"
 IDEMPOTENCY_KEY_PATTERN = f"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX_LENGTH}}}$"
 BIGINT_MAX = 2**63 - 1
+LAST_EVENT_ID_RULE = "must be a message id (digits; 0 replays every visible message)"
 
 
 def _same_message(rule: str, *keys: str) -> dict[str, Any]:
@@ -74,6 +75,18 @@ def idempotency_key_parse(value: str | None) -> str:
     if not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX_LENGTH or not all("!" <= char <= "~" for char in value):
         raise InvalidInput.for_field("Idempotency-Key", IDEMPOTENCY_KEY_RULE)
     return value
+
+
+def last_event_id_parse(*, header: str | None, query: str | None) -> int | None:
+    """Where a stream resumes: the `Last-Event-ID` header (an EventSource sends it when it
+    reconnects, while its URL keeps the query it opened with), else `?last_event_id=`; None
+    for neither. Digits only, up to a bigint; anything else is refused, an empty value too."""
+    field, value = ("Last-Event-ID", header) if header is not None else ("last_event_id", query)
+    if value is None:
+        return None
+    if not (value.isascii() and value.isdigit() and int(value) <= BIGINT_MAX):
+        raise InvalidInput.for_field(field, LAST_EVENT_ID_RULE)
+    return int(value)
 
 
 class ChatMessageSerializer(FlatRowSerializer):

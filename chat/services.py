@@ -8,16 +8,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agentplatform.cache_generations import RESPONSES, generation_bump
 from agentplatform.errors import Conflict, Forbidden, InvalidInput
 from agents.models import Agent, AgentStatus
+from chat.announcements import chat_message_announce
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, ChatMessage, MessageType
 
 MESSAGE_RULE = f"must be 1 to {MESSAGE_MAX_LENGTH} characters"
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
+# pg_advisory_xact_lock key ("chat") held by every transaction that stores a message.
+MESSAGE_ORDER_LOCK = 0x63686174
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,21 @@ def _message_validate(message: str) -> None:
 def _request_fingerprint(*, message: str, message_type: str) -> str:
     body = json.dumps({"message": message, "message_type": message_type}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _message_store(**fields: object) -> ChatMessage:
+    """Stores a message (inside the caller's transaction) and announces it once that commits.
+
+    The advisory lock, held until the commit, makes messages commit in id order: a stream that
+    has sent message N never later finds a message below N appear (chat/stream.py reads onward
+    from the last id it sent). Posts queue on it for the length of one INSERT.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [MESSAGE_ORDER_LOCK])
+    created = ChatMessage.objects.create(**fields)
+    message_id = created.pk
+    transaction.on_commit(lambda: chat_message_announce(message_id=message_id))
+    return created
 
 
 def _replay(existing: ChatMessage, fingerprint: str) -> ChatPostResult:
@@ -77,7 +95,7 @@ def chat_message_post(
         )
     try:
         with transaction.atomic():
-            created = ChatMessage.objects.create(
+            created = _message_store(
                 agent_id=agent_id,
                 message=message,
                 message_type=message_type,
@@ -96,7 +114,8 @@ def chat_message_post(
 def chat_system_message_post(*, message: str) -> ChatMessage:
     """A `system` message from staff (the admin); it has no agent as sender."""
     _message_validate(message)
-    return ChatMessage.objects.create(agent=None, message=message, message_type=MessageType.SYSTEM)
+    with transaction.atomic():
+        return _message_store(agent=None, message=message, message_type=MessageType.SYSTEM)
 
 
 def chat_message_hide(*, message_ids: Iterable[int], by: AbstractBaseUser | None) -> int:
