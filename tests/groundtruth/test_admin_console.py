@@ -11,7 +11,9 @@ from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.models import IngestRun, IngestStatus
 from groundtruth.search.abstention_model import abstention_model_parse
 from groundtruth.search.inspection import FeatureEvidence, SourceLine
+from groundtruth.search.answer_composition import NOT_IN_SOURCES
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
+from tests.groundtruth.search_fixtures import chat_server_run
 
 pytestmark = pytest.mark.django_db
 
@@ -171,6 +173,24 @@ def test_an_unanswerable_question_shows_sources_missing_with_the_evidence(client
     assert '<tr class="feature-known">' in page
     assert 'id="citation-1"' not in page
     assert 'id="hit-1"' in page  # /search still lists its best (unrelated) passages
+
+
+def test_a_language_model_refusal_is_shown_as_the_reason_sources_are_missing(client, staff, ingested, settings):
+    for server in chat_server_run():
+        settings.LLM_BASE_URL = server.url
+        settings.LLM_MODEL = "test-model"
+        server.behaviour.reply = NOT_IN_SOURCES
+
+        response = client.get(ASK_PAGE, {"q": DOCUMENTED})
+
+    inspection = response.context["inspection"]
+    assert (inspection.ask.mode, inspection.ask.sources_missing, inspection.citations) == ("generative", True, [])
+    assert (inspection.evidence.sources_missing, inspection.evidence.language_model_refused) == (True, True)
+    assert inspection.evidence.probability == 0.982  # the evidence alone would have answered
+    assert inspection.evidence.reason == (
+        "The model's probability passed the threshold, but the language model said the passages do not answer."
+    )
+    assert 'id="sources-missing"' in response.content.decode()
 
 
 @pytest.mark.parametrize(
