@@ -24,6 +24,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from agentplatform.body_limits import body_limit_exceeded
 from agentplatform.chunked_bodies import is_chunked
 from agentplatform.ground_truth_routes import ground_truth_path_prefixes
 
@@ -82,6 +83,10 @@ class NotFound(ApplicationError):
 
 class Conflict(ApplicationError):
     status, code, title = 409, "conflict", "Conflict"
+
+
+class BodyTooLarge(ApplicationError):
+    status, code, title = 413, "body_too_large", "Request Entity Too Large"
 
 
 class RateLimited(ApplicationError):
@@ -255,8 +260,8 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     return response
 
 
-def _too_large_problem() -> dict[str, Any]:
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+def _too_large_problem(limit: int | None = None) -> dict[str, Any]:
+    limit = limit or settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return {
         "status": 413,
         "code": "body_too_large",
@@ -311,7 +316,8 @@ class ProblemDetailsMiddleware:
     """Keeps HTML error pages away from API paths.
 
     Refuses oversized bodies with 413 before any view reads them (DRF's parsers read the raw
-    stream and would not enforce DATA_UPLOAD_MAX_MEMORY_SIZE) and chunked bodies the server left
+    stream and would not enforce DATA_UPLOAD_MAX_MEMORY_SIZE; a view may take larger ones,
+    agentplatform/body_limits.py) and chunked bodies the server left
     without a length with 411, renders unhandled exceptions as a
     logged 500 problem, and turns any non-JSON error response (Django's 404 page, for one) into
     problem details.
@@ -328,8 +334,8 @@ class ProblemDetailsMiddleware:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-            return problem_response(**_too_large_problem())
+        if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE and (limit := body_limit_exceeded(request.path_info, length)):
+            return problem_response(**_too_large_problem(limit))
         if is_chunked(request.META) and not request.META.get("CONTENT_LENGTH"):
             # A chunked body the server did not de-chunk (agentplatform/chunked_bodies.py) would read
             # as empty; refuse it rather than act on nothing.

@@ -443,6 +443,10 @@ LLM_TIMEOUT_SECONDS = _non_negative("LLM_TIMEOUT_SECONDS", 30.0)
 # Defaults tuned on real documentation and cross-validated by repository (benchmarks/retrieval.py;
 # README "Measured").
 # Candidates taken from each leg (lexical BM25; dense: nearest passages and nearest titles).
+# Push webhooks (POST /hooks/git): the secret shared with the git hosts (unset: the endpoint
+# answers 404 and queues nothing), never logged or returned; the largest payload read (413 beyond).
+INGEST_WEBHOOK_SECRET = env.str("INGEST_WEBHOOK_SECRET", default="")
+INGEST_WEBHOOK_MAX_BYTES = _positive_int("INGEST_WEBHOOK_MAX_BYTES", 1024 * 1024)
 SEARCH_CANDIDATE_DEPTH = _positive_int("SEARCH_CANDIDATE_DEPTH", 50)
 # Weighted reciprocal rank fusion: weight / (SEARCH_RRF_K + rank) per leg.
 SEARCH_LEXICAL_WEIGHT = _non_negative("SEARCH_LEXICAL_WEIGHT", 0.1)

@@ -1,6 +1,6 @@
 """brand-assets.yml lives in the registry repository that every ingest re-reads, so every ingest
-request syncs the brand asset registry too (connected in BrandAssetsConfig.ready to
-`groundtruth.signals`)."""
+request, and every push to the registry repository, syncs the brand asset registry too
+(connected in BrandAssetsConfig.ready to `groundtruth.signals`)."""
 
 from __future__ import annotations
 

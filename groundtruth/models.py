@@ -79,9 +79,15 @@ class IngestStatus(models.TextChoices):
 
 
 class IngestTrigger(models.TextChoices):
+    """What asked for a run: the beat schedule, a git host's push webhook (POST /hooks/git), POST
+    /ingest/repo with a service key, a staff member (the admin's "Ingest now", or POST
+    /ingest/repo signed in), `manage.py ingest`/`reindex`/`seed_demo`, or the `ingest_repo` task
+    called directly without a run (nothing in the service does; a Celery shell might)."""
+
+    BEAT = "beat", "beat"
+    PUSH = "push", "push"
     API = "api", "api"
     ADMIN = "admin", "admin"
-    SCHEDULE = "schedule", "schedule"
     COMMAND = "command", "command"
     TASK = "task", "task"
 
@@ -128,6 +134,29 @@ class IngestRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.repository_id} ({self.status})"
+
+
+class PushDelivery(models.Model):
+    """A push webhook delivery (POST /hooks/git) by its host's delivery id, with what it did.
+
+    A git host sends a delivery again (a redelivery from its settings page, a retry after a
+    timeout) with the same id: it is answered from `outcome` and queues nothing. `outcome` is
+    null while the first delivery is being handled, then `{"ignored": reason}` or
+    `{"run_ids": [...], "registry": bool}`. Rows older than the retention are deleted as new
+    deliveries arrive (groundtruth/ingest/push.py)."""
+
+    delivery_id = models.CharField(max_length=200, unique=True)
+    provider = models.CharField(max_length=16, help_text="github, gitlab or gitea (Forgejo too)")
+    event = models.CharField(max_length=64)
+    received_at = models.DateTimeField(db_index=True)
+    outcome = models.JSONField(null=True, blank=True, help_text="null while being handled")
+
+    class Meta:
+        ordering = ["-received_at"]
+        verbose_name_plural = "push deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.provider} delivery {self.delivery_id}"
 
 
 class SourceFile(models.Model):

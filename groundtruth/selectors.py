@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from agentplatform.errors import NotFound
+from agentplatform.errors import InvalidInput, NotFound
 from groundtruth.models import IngestRun, IngestStatus, Registry, Repository
 from groundtruth.registry_files import registry_location
 
@@ -40,6 +40,7 @@ def repository_list() -> QuerySet[Repository]:
         latest_run_status=Subquery(latest.values("status")[:1]),
         latest_run_finished_at=Subquery(latest.values("finished_at")[:1]),
         latest_run_error=Subquery(latest.values("error")[:1]),
+        latest_run_trigger=Subquery(latest.values("trigger")[:1]),
     ).order_by("name")
 
 
@@ -52,3 +53,25 @@ def ingest_run_get(*, run_id: int) -> IngestRun:
     if run is None:
         raise NotFound(f"No ingest run with id {run_id}.")
     return run
+
+
+def ingest_run_list(
+    *, repository_name: str | None, status: str | None, limit: int, before: int | None
+) -> list[IngestRun]:
+    """The newest `limit` runs (by id, newest first), of one repository and in one status when
+    given, older than run `before` when given. A repository the registry never listed is a 400
+    (as /search's `repo`): an empty page would hide a misspelt name."""
+    runs = IngestRun.objects.select_related("repository").order_by("-id")
+    if repository_name is not None:
+        if not Repository.objects.filter(name=repository_name).exists():
+            raise InvalidInput(
+                f"Unknown repository {repository_name}: no repository of that name was ever listed in the registry.",
+                code="unknown_repository",
+                errors=[{"field": "repo", "message": f"unknown repository {repository_name}"}],
+            )
+        runs = runs.filter(repository__name=repository_name)
+    if status is not None:
+        runs = runs.filter(status=status)
+    if before is not None:
+        runs = runs.filter(pk__lt=before)
+    return list(runs[:limit])

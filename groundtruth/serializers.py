@@ -10,10 +10,17 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictBodySerializer, StrictRegexField
+from agentplatform.query_params import QueryIntegerField
 from groundtruth.ingest.git_refs import REF_PATTERN, REF_RULE
 from groundtruth.ingest.index_text import INDEX_VERSION
-from groundtruth.models import IngestRun, Repository
+from groundtruth.models import IngestRun, IngestStatus, IngestTrigger, Repository
 from groundtruth.selectors import repository_state
+
+RUN_LIST_LIMIT_DEFAULT = 20
+RUN_LIST_LIMIT_MAX = 100
+RUN_LIST_LIMIT_RULE = f"must be an integer from 1 to {RUN_LIST_LIMIT_MAX}"
+RUN_BEFORE_RULE = "must be an ingest run id (a positive integer)"
+BIGINT_MAX = 2**63 - 1
 
 REPO_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z")
 REPO_RULE = "must be owner/name (letters, digits, '.', '_' or '-')"
@@ -47,6 +54,11 @@ class LatestRunSerializer(serializers.Serializer):
     status = serializers.CharField(source="latest_run_status")
     finished_at = serializers.DateTimeField(source="latest_run_finished_at", allow_null=True)
     error = serializers.CharField(source="latest_run_error")
+    trigger = serializers.ChoiceField(
+        choices=IngestTrigger.choices,
+        source="latest_run_trigger",
+        help_text="what asked for the run: beat (schedule), push (webhook), api, admin, command or task",
+    )
 
 
 class RepositorySerializer(serializers.ModelSerializer):
@@ -207,3 +219,51 @@ class IngestAcceptedRunSerializer(IngestRunSerializer):
 class IngestAcceptedSerializer(serializers.Serializer):
     run_ids = serializers.ListField(child=serializers.IntegerField())
     runs = IngestAcceptedRunSerializer(many=True)
+
+
+class IngestRunListQuerySerializer(serializers.Serializer):
+    repo = StrictRegexField(
+        REPO_NAME_PATTERN,
+        required=False,
+        max_length=200,
+        error_messages={"blank": REPO_RULE, "invalid": REPO_RULE},
+        help_text="Only runs of this repository (owner/name, as GET /repos lists it).",
+    )
+    status = serializers.ChoiceField(
+        choices=IngestStatus.choices,
+        required=False,
+        error_messages={"invalid_choice": f"must be one of {', '.join(IngestStatus.values)}"},
+        help_text="Only runs in this status.",
+    )
+    limit = QueryIntegerField(
+        required=False,
+        default=RUN_LIST_LIMIT_DEFAULT,
+        min_value=1,
+        max_value=RUN_LIST_LIMIT_MAX,
+        error_messages=dict.fromkeys(("invalid", "min_value", "max_value", "max_string_length"), RUN_LIST_LIMIT_RULE),
+        help_text=f"Newest runs to return; {RUN_LIST_LIMIT_RULE}.",
+    )
+    before = QueryIntegerField(
+        required=False,
+        min_value=1,
+        max_value=BIGINT_MAX,  # beyond a bigint the database would refuse the comparison
+        error_messages=dict.fromkeys(("invalid", "min_value", "max_value", "max_string_length"), RUN_BEFORE_RULE),
+        help_text=f"Only runs older than this run id; {RUN_BEFORE_RULE}.",
+    )
+
+
+class PushIgnoredSerializer(serializers.Serializer):
+    ignored = serializers.CharField(
+        help_text="why the delivery queued nothing: another event, a deleted or unfollowed ref, an unknown repository"
+    )
+
+
+class PushAcceptedSerializer(IngestAcceptedSerializer):
+    registry = RegistrySummarySerializer(
+        allow_null=True,
+        help_text=(
+            "sources.yml as this push to the registry repository re-read it (`last_error` set: it is invalid and "
+            "the last good one stays served; brand-assets.yml is re-read on the worker); null for a push to "
+            "another repository"
+        ),
+    )

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 INGEST_ALL_TASK_NAME = "groundtruth: re-ingest every enabled repository"
 STALE_CLEAR_TASK_NAME = "groundtruth: clear stale ingest runs"
+BEAT_TASK_KWARGS = {"trigger": IngestTrigger.BEAT.value}
 
 
 def registry_load() -> tuple[Registry, SourceRegistry]:
@@ -116,16 +117,7 @@ def ingest_request(
     Raises Conflict when the registry is invalid or the repository is disabled, NotFound when
     it is not listed, ServiceUnavailable when the registry repository cannot be reached.
     """
-    try:
-        registry_load()
-    except RegistryInvalid as exc:
-        raise Conflict(
-            "The source registry is invalid; the last good registry and the indexed data stay served.",
-            code="registry_invalid",
-            errors=[{"field": settings.SOURCE_REGISTRY_PATH, "message": error} for error in exc.errors],
-        ) from exc
-    except GitNetworkError as exc:
-        raise ServiceUnavailable(f"The registry repository cannot be reached: {exc}") from exc
+    registry_reload()
     if repository_name:
         repository = Repository.objects.filter(name=repository_name).first()
         if repository is None:
@@ -135,8 +127,31 @@ def ingest_request(
         repositories = [repository]
     else:
         repositories = list(Repository.objects.filter(enabled=True).order_by("name"))
-    # The registry load above commits on its own (its error record must survive a refusal);
-    # the runs and their enqueueing commit together.
+    return ingest_runs_request(repositories=repositories, ref=ref, trigger=trigger, enqueue=enqueue)
+
+
+def registry_reload() -> Registry:
+    """`registry_load` for a request: an invalid registry is a Conflict listing its errors, an
+    unreachable one ServiceUnavailable. Commits on its own (the error record must survive the
+    refusal)."""
+    try:
+        registry_row, _ = registry_load()
+    except RegistryInvalid as exc:
+        raise Conflict(
+            "The source registry is invalid; the last good registry and the indexed data stay served.",
+            code="registry_invalid",
+            errors=[{"field": settings.SOURCE_REGISTRY_PATH, "message": error} for error in exc.errors],
+        ) from exc
+    except GitNetworkError as exc:
+        raise ServiceUnavailable(f"The registry repository cannot be reached: {exc}") from exc
+    return registry_row
+
+
+def ingest_runs_request(
+    *, repositories: list[Repository], ref: str | None, trigger: str, enqueue: bool = True
+) -> list[RunRequest]:
+    """Requests a run of each repository (its active run, or a new one) after the registry was
+    re-read; the created runs are enqueued, and `ingest_queued` sent, when they commit."""
     with transaction.atomic():
         requests = [ingest_run_request(repository=repository, ref=ref, trigger=trigger) for repository in repositories]
         created = [request.run for request in requests if request.created]
@@ -178,10 +193,14 @@ def ingest_schedule_sync() -> None:
                 name=INGEST_ALL_TASK_NAME,
                 task="groundtruth.tasks.ingest_all",
                 crontab=crontab,
-                kwargs=json.dumps({"trigger": IngestTrigger.SCHEDULE}),
+                kwargs=json.dumps(BEAT_TASK_KWARGS),
                 description=marker,
             )
     else:
+        if task.kwargs == json.dumps({"trigger": "schedule"}):
+            # Written before the trigger was named "beat"; kwargs a staff member edited are theirs.
+            task.kwargs = json.dumps(BEAT_TASK_KWARGS)
+            PeriodicTask.objects.filter(pk=task.pk).update(kwargs=task.kwargs)
         last_applied = task.description.removeprefix("managed by INGEST_SCHEDULE; last applied: ")
         current = task.crontab and " ".join(
             [

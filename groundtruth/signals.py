@@ -15,3 +15,9 @@ their own follow-up work with `transaction.on_commit`."""
 ingest_command_finished = Signal()
 """Sent by `manage.py ingest` after its runs, in the same process. Each receiver does its
 follow-up work now and returns a report with `ok` and `lines()`, which the command prints."""
+
+registry_pushed = Signal()
+"""Sent by a push to the registry repository (POST /hooks/git, sender: Registry) after sources.yml
+was re-read, valid or not, when the push queued no ingest run (then `ingest_queued` is sent
+instead). Receivers that read another file of the registry repository re-read it, queued with
+`transaction.on_commit`."""

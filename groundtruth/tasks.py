@@ -6,7 +6,7 @@
   has it or it has finished. Network errors (git fetch, embedding endpoint) are retried up to
   INGEST_RETRY_MAX times with exponential backoff and jitter; the run goes back to `queued`
   in between. Any other error fails the run at once.
-- `ingest_all(trigger="schedule")`: re-reads the registry and requests a run of every enabled
+- `ingest_all(trigger="beat")`: re-reads the registry and requests a run of every enabled
   repository (the beat schedule calls it).
 - `ingest_runs_stale_clear_task()`: fails runs whose worker died (beat, every minute).
 
@@ -84,7 +84,7 @@ def ingest_repo(
 
 
 @shared_task(name="groundtruth.tasks.ingest_all")
-def ingest_all(trigger: str = IngestTrigger.SCHEDULE) -> list[int]:
+def ingest_all(trigger: str = IngestTrigger.BEAT) -> list[int]:
     """Requests a run of every enabled repository; returns the ids of the runs it created."""
     try:
         requests = ingest_request(repository_name=None, ref=None, trigger=trigger)

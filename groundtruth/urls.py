@@ -5,6 +5,7 @@ Explicit paths: the spec's paths are not a router's conventions.
 
 from django.urls import path
 
+from groundtruth.push_views import GitPushHookViewSet
 from groundtruth.search_views import AskViewSet, SearchViewSet
 from groundtruth.views import HealthViewSet, IngestViewSet, RepositoryViewSet
 
@@ -12,7 +13,9 @@ urlpatterns = [
     path("health", HealthViewSet.as_view({"get": "list"}), name="health"),
     path("repos", RepositoryViewSet.as_view({"get": "list"}), name="repos"),
     path("ingest/repo", IngestViewSet.as_view({"post": "create"}), name="ingest-repo"),
+    path("ingest/runs", IngestViewSet.as_view({"get": "list"}), name="ingest-runs"),
     path("ingest/runs/<int:run_id>", IngestViewSet.as_view({"get": "retrieve"}), name="ingest-run"),
+    path("hooks/git", GitPushHookViewSet.as_view({"post": "create"}), name="hooks-git"),
     path("search", SearchViewSet.as_view({"get": "list"}), name="search"),
     path("ask", AskViewSet.as_view({"post": "create"}), name="ask"),
 ]

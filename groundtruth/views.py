@@ -1,4 +1,4 @@
-"""GET /health, GET /repos, POST /ingest/repo, GET /ingest/runs/<id>.
+"""GET /health, GET /repos, POST /ingest/repo, GET /ingest/runs, GET /ingest/runs/<id>.
 
 /health is public (load balancers call it) and not rate limited; the others need a service key
 (`read`, or `ingest` for POST /ingest/repo and for reading runs) or a signed-in staff session.
@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
@@ -18,6 +19,7 @@ from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE
 from agentplatform.errors import problem_responses
 from agentplatform.health import health_report
 from agentplatform.permissions import HasServiceIngestScope, HasServiceReadScope
+from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from groundtruth import selectors, services
 from groundtruth.ingest.runs import ingest_runs_stale_clear
@@ -26,6 +28,7 @@ from groundtruth.serializers import (
     HealthSerializer,
     IngestAcceptedSerializer,
     IngestRequestSerializer,
+    IngestRunListQuerySerializer,
     IngestRunSerializer,
     RegistrySummarySerializer,
     RepositoryListSerializer,
@@ -70,9 +73,10 @@ class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         summary="The configured repositories",
         description=(
             "Every repository the source registry lists (or listed: those removed are `enabled: false`, "
-            "state `disabled`), ordered by name, with owners, globs, trust tier, the indexed commit, "
-            "counts and the latest ingest run. `registry` describes the last good load of sources.yml "
-            "and the problem of the last invalid one, if any. Never contains credentials."
+            "state `disabled`), ordered by name, with owners, globs, trust tier, the commit its index reflects "
+            "(`last_commit`) and when it was indexed (`last_ingested_at`), counts, and the latest ingest run with "
+            "what triggered it (`trigger`: beat, push, api, admin, command). `registry` describes the last good "
+            "load of sources.yml and the problem of the last invalid one, if any. Never contains credentials."
         ),
         responses={200: RepositoryListSerializer},
         auth=SERVICE_OPENAPI_SECURITY,
@@ -159,3 +163,34 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         ingest_runs_stale_clear()
         run = selectors.ingest_run_get(run_id=run_id)
         return Response(IngestRunSerializer(run).data)
+
+    @extend_schema(
+        operation_id="ingest_runs_list",
+        summary="Ingest runs, newest first",
+        description=(
+            "The newest `limit` runs (of `repo`, in `status`, when given), newest first, each as GET "
+            "/ingest/runs/{id} shows it. For older runs pass the id of the oldest one received as `before`; a "
+            'full page carries a `Link: <…>; rel="next"` header. Needs a service key with scope `read` or `ingest`.'
+        ),
+        parameters=[IngestRunListQuerySerializer],
+        responses={
+            200: IngestRunSerializer(many=True),
+            **problem_responses(
+                {400: "`repo`, `status`, `limit` or `before` is malformed, or `repo` names no repository."}
+            ),
+        },
+        auth=SERVICE_OPENAPI_SECURITY,
+    )
+    def list(self, request: Request) -> Response:
+        query = query_validated(IngestRunListQuerySerializer, request)
+        ingest_runs_stale_clear()
+        limit = query["limit"]
+        runs = selectors.ingest_run_list(
+            repository_name=query.get("repo"), status=query.get("status"), limit=limit, before=query.get("before")
+        )
+        headers = {}
+        if len(runs) == limit:
+            following = {key: query[key] for key in ("repo", "status") if key in query}
+            next_query = urlencode({**following, "limit": limit, "before": runs[-1].pk})
+            headers["Link"] = f'<{request.build_absolute_uri(f"{request.path}?{next_query}")}>; rel="next"'
+        return Response(IngestRunSerializer(runs, many=True).data, headers=headers)

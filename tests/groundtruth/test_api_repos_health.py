@@ -37,7 +37,7 @@ def test_repos_lists_every_repository_with_state_and_latest_run(api_client, djan
     ready.last_ingested_at = datetime(2026, 1, 2, tzinfo=UTC)
     ready.save()
     IngestRunFactory(repository=ready, status=IngestStatus.FAILED, error="GitError: boom")
-    latest = IngestRunFactory(repository=ready, status=IngestStatus.SUCCEEDED)
+    latest = IngestRunFactory(repository=ready, status=IngestStatus.SUCCEEDED, trigger="push")
     RepositoryFactory(name="acme/new", registry=registry)
     RepositoryFactory(name="acme/off", registry=registry, enabled=False, is_transcript=True, trust="transcript")
     running = RepositoryFactory(name="acme/busy", registry=registry)
@@ -80,7 +80,13 @@ def test_repos_lists_every_repository_with_state_and_latest_run(api_client, djan
         "chunk_count": 9,
         "index_version": INDEX_VERSION,
         "index_current": True,
-        "latest_run": {"id": latest.pk, "status": "succeeded", "finished_at": "2026-01-02T03:04:10Z", "error": ""},
+        "latest_run": {
+            "id": latest.pk,
+            "status": "succeeded",
+            "finished_at": "2026-01-02T03:04:10Z",
+            "error": "",
+            "trigger": "push",
+        },
     }
     assert body["repositories"][1]["latest_run"] is None
     assert (body["repositories"][1]["index_version"], body["repositories"][1]["index_current"]) == (0, False)

@@ -3,6 +3,9 @@ registry re-read by the worker, `ingest_all`, and a worker killed mid-ingest."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import socket
 import time
 import uuid
@@ -13,6 +16,7 @@ import pytest
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.runs import STALE_RUNNING_ERROR, ingest_runs_stale_clear
 from groundtruth.models import Chunk, IngestRun, IngestStatus, Repository
+from groundtruth.services import registry_load
 from groundtruth.tasks import ingest_all
 from tests.celeryworker import celery_worker, worker_kill
 from tests.gitrepos import GitWorkTree
@@ -88,9 +92,9 @@ def test_ingest_requested_over_the_api_runs_in_a_real_worker(
         assert sorted(set(Chunk.objects.values_list("path", flat=True))) == ["docs/index.md"]
 
         # The beat task: every enabled repository, nothing changed, nothing embedded.
-        ingest_all.apply_async(kwargs={"trigger": "schedule"}, queue=environment["CELERY_QUEUE"])
+        ingest_all.apply_async(kwargs={"trigger": "beat"}, queue=environment["CELERY_QUEUE"])
         run = wait_for(
-            lambda: IngestRun.objects.filter(trigger="schedule", status=IngestStatus.SUCCEEDED).first(), timeout=60
+            lambda: IngestRun.objects.filter(trigger="beat", status=IngestStatus.SUCCEEDED).first(), timeout=60
         )
         assert (run.chunks_embedded, run.files_unchanged) == (0, 1)
 
@@ -180,3 +184,43 @@ def test_worker_restarted_after_a_kill_resumes_the_run_it_held_without_waiting_f
     assert IngestRun.objects.filter(repository__name="acme/big").count() == 2  # the foreground one and this one
     assert set(Chunk.objects.values_list("commit", flat=True)) == {second}
     assert f"requeued its interrupted ingest runs [{run_id}]" in (tmp_path / "w2.log").read_text()
+
+
+def test_a_signed_github_push_ingests_in_a_real_worker_and_repos_shows_how(
+    api_client, handbook_registered, worker_environment, settings, tmp_path
+):
+    settings.INGEST_WEBHOOK_SECRET = "end-to-end-push-secret"
+    registry_load()  # the repository's row, as an earlier ingest or registry push left it
+    handbook_registered.write("docs/pushed.md", "# Pushed\n\nA page that arrived by push.\n")
+    pushed = handbook_registered.commit("a pushed commit")
+    body = json.dumps(
+        {
+            "ref": "refs/heads/main",
+            "after": pushed,
+            "repository": {"full_name": "acme/handbook", "clone_url": handbook_registered.file_url},
+        }
+    ).encode()
+    headers = {
+        "HTTP_X_GITHUB_EVENT": "push",
+        "HTTP_X_GITHUB_DELIVERY": str(uuid.uuid4()),
+        "HTTP_X_HUB_SIGNATURE_256": "sha256=" + hmac.new(b"end-to-end-push-secret", body, hashlib.sha256).hexdigest(),
+    }
+    environment = {**worker_environment, **registry_environment(settings)}
+    with celery_worker(queue=environment["CELERY_QUEUE"], environment=environment, log_path=tmp_path / "w.log"):
+        response = api_client.generic("POST", "/hooks/git", body, content_type="application/json", **headers)
+        assert response.status_code == 202
+        [run_id] = response.json()["run_ids"]
+        run = wait_for(lambda: finished_run(run_id))
+
+    assert (run.status, run.error, run.trigger, run.commit, run.files_added) == (
+        IngestStatus.SUCCEEDED,
+        "",
+        "push",
+        pushed,
+        5,
+    )
+    [listed] = api_client.get("/repos", **bearer(service_key("read"))).json()["repositories"]
+    assert (listed["last_commit"], listed["state"]) == (pushed, "ready")
+    assert listed["last_ingested_at"] is not None
+    assert (listed["latest_run"]["id"], listed["latest_run"]["trigger"]) == (run_id, "push")
+    assert Chunk.objects.filter(repository__name="acme/handbook", path="docs/pushed.md").count() == 1

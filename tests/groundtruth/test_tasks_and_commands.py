@@ -3,6 +3,7 @@ sync, the admin, and the demo sources."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 
@@ -17,6 +18,7 @@ from groundtruth.ingest.runs import ingest_run_request
 from groundtruth.models import Chunk, IngestRun, IngestStatus, Registry, Repository
 from groundtruth.services import INGEST_ALL_TASK_NAME, STALE_CLEAR_TASK_NAME, ingest_schedule_sync
 from groundtruth.tasks import ingest_repo
+from tests.groundtruth.factories import IngestRunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +96,7 @@ def test_schedule_follows_the_environment_until_staff_edit_it(settings):
     task = PeriodicTask.objects.get(name=INGEST_ALL_TASK_NAME)
     assert (task.task, json.loads(task.kwargs), task.enabled) == (
         "groundtruth.tasks.ingest_all",
-        {"trigger": "schedule"},
+        {"trigger": "beat"},
         True,
     )
     assert (task.crontab.minute, task.crontab.hour) == ("17", "*")
@@ -115,6 +117,30 @@ def test_schedule_follows_the_environment_until_staff_edit_it(settings):
     task.refresh_from_db()
     assert (task.crontab.minute, task.crontab.hour) == ("0", "12")
     assert PeriodicTask.objects.filter(name=INGEST_ALL_TASK_NAME).count() == 1
+
+
+def test_beat_entries_written_with_the_old_trigger_name_are_renamed_and_edited_ones_kept(settings):
+    settings.INGEST_SCHEDULE = "17 * * * *"
+    ingest_schedule_sync()
+    PeriodicTask.objects.filter(name=INGEST_ALL_TASK_NAME).update(kwargs=json.dumps({"trigger": "schedule"}))
+    ingest_schedule_sync()
+    assert json.loads(PeriodicTask.objects.get(name=INGEST_ALL_TASK_NAME).kwargs) == {"trigger": "beat"}
+
+    PeriodicTask.objects.filter(name=INGEST_ALL_TASK_NAME).update(kwargs=json.dumps({"trigger": "admin"}))
+    ingest_schedule_sync()
+    assert json.loads(PeriodicTask.objects.get(name=INGEST_ALL_TASK_NAME).kwargs) == {"trigger": "admin"}
+
+
+def test_the_migration_renames_schedule_runs_to_beat_and_back():
+    from django.apps import apps
+
+    migration = importlib.import_module("groundtruth.migrations.0006_push_deliveries_and_beat_trigger")
+    old = IngestRunFactory(trigger="schedule")
+    api = IngestRunFactory(trigger="api")
+    migration.schedule_runs_to_beat(apps, None)
+    assert list(IngestRun.objects.order_by("pk").values_list("pk", "trigger")) == [(old.pk, "beat"), (api.pk, "api")]
+    migration.beat_runs_to_schedule(apps, None)
+    assert IngestRun.objects.get(pk=old.pk).trigger == "schedule"
 
 
 def test_schedule_off_disables_the_task(settings):

@@ -128,11 +128,11 @@ def test_paths_outside_the_api_keep_html_error_pages(api_client):
 
 
 def test_api_paths_are_read_from_the_ground_truth_url_confs_at_their_mount(settings):
-    assert api_path_prefixes() == ("/api/", "/ask", "/assets", "/health", "/ingest", "/repos", "/search")
+    assert api_path_prefixes() == ("/api/", "/ask", "/assets", "/health", "/hooks", "/ingest", "/repos", "/search", "/sources")
 
     settings.GROUNDTRUTH_PREFIX = "gt"
 
-    gt = ("/gt/ask", "/gt/assets", "/gt/health", "/gt/ingest", "/gt/repos", "/gt/search")
+    gt = ("/gt/ask", "/gt/assets", "/gt/health", "/gt/hooks", "/gt/ingest", "/gt/repos", "/gt/search", "/gt/sources")
     assert api_path_prefixes() == ("/api/", *gt)
     assert is_api_path("/gt/ingest/runs/7") and not is_api_path("/ingest/runs/7")
 
