@@ -39,3 +39,19 @@ class JSONRenderer(renderers.JSONRenderer):
                 return data.text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
             data = json.loads(data.text)
         return super().render(data, accepted_media_type, renderer_context)
+
+
+class PlainTextRenderer(renderers.BaseRenderer):
+    """`text/plain` for an action that answers a client asking for it with a str; anything else it
+    is handed (an error's problem details) is sent as JSON, as the response's content type says."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
+    ) -> bytes:
+        if isinstance(data, str):
+            return data.encode()
+        return JSONRenderer().render(data, None, renderer_context)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest
 from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
@@ -11,6 +12,7 @@ from agentplatform.query_params import QueryIntegerField
 from groundtruth.models import TrustTier
 from groundtruth.search.citations import citation_for
 from groundtruth.serializers import REPO_NAME_PATTERN
+from groundtruth.source_lines import source_lines_url
 
 SEARCH_LIMIT_DEFAULT = 10
 SEARCH_LIMIT_MAX = 50
@@ -91,6 +93,12 @@ class CitationSerializer(serializers.Serializer):
             "null for local and file:// repositories, which have no web page."
         ),
     )
+    source_url = serializers.CharField(
+        help_text=(
+            "GET /sources/{repo}/{path} for exactly these lines at this commit, on this service: the lines "
+            "as the git cache holds them, to check what is cited."
+        )
+    )
 
 
 class SearchResultSerializer(serializers.Serializer):
@@ -132,25 +140,28 @@ class AskResponseSerializer(serializers.Serializer):
     )
 
 
-def search_result_data(hit: Any) -> dict[str, Any]:
+def search_result_data(hit: Any, *, request: HttpRequest | None = None) -> dict[str, Any]:
+    """A /search result; with `request`, its citation carries `source_url` on the request's host."""
     chunk = hit.chunk
+    citation = citation_for(chunk, start_line=chunk.start_line, end_line=chunk.end_line)
     return {
         "chunk_id": chunk.pk,
         "text": chunk.text,
         "score": round(hit.score, 6),
         "heading": list(chunk.heading or []),
         "trust": chunk.trust,
-        "citation": citation_for(chunk, start_line=chunk.start_line, end_line=chunk.end_line),
+        "citation": citation_with_source_url(citation, request=request),
     }
 
 
-def ask_result_data(result: Any) -> dict[str, Any]:
+def ask_result_data(result: Any, *, request: HttpRequest | None = None) -> dict[str, Any]:
+    """An /ask answer; with `request`, each citation carries `source_url` on the request's host."""
     data: dict[str, Any] = {
         "question": result.question,
         "mode": result.mode,
         "answer": result.answer,
         "sources_missing": result.sources_missing,
-        "citations": result.citations,
+        "citations": [citation_with_source_url(citation, request=request) for citation in result.citations],
         "searched": result.searched,
     }
     if result.message:
@@ -158,3 +169,21 @@ def ask_result_data(result: Any) -> dict[str, Any]:
     if result.warning:
         data["warning"] = result.warning
     return data
+
+
+def citation_with_source_url(citation: dict[str, Any], *, request: HttpRequest | None) -> dict[str, Any]:
+    """`citation` with `source_url`, the absolute URL of its exact lines (GET /sources/...), when a
+    request says which host and scheme the client reached; as it is without one."""
+    if request is None:
+        return citation
+    return {
+        **citation,
+        "source_url": source_lines_url(
+            request=request,
+            repo=citation["repo"],
+            path=citation["path"],
+            commit=citation["commit"],
+            start=citation["line"],
+            end=citation["end_line"],
+        ),
+    }

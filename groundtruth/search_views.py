@@ -46,7 +46,8 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             "which lifts the passage when it matches the question better), fused by weighted reciprocal rank. "
             "The trust tier (canonical > reviewed > community > transcript) breaks near-ties only: a strongly "
             "matching community passage outranks a weakly matching canonical one. Only enabled repositories "
-            "are searched. Each result cites the chunk's lines at the indexed commit."
+            "are searched. Each result cites the chunk's lines at the indexed commit; the citation's `source_url` "
+            "returns exactly those lines from the git cache (GET /sources/{repo}/{path})."
         ),
         parameters=[SearchQuerySerializer],
         responses={
@@ -66,7 +67,9 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         data = query_validated(SearchQuerySerializer, request)
         repositories = search_scope_resolve(names=[data["repo"]] if "repo" in data else None)
         outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
-        return Response({"query": data["q"], "results": [search_result_data(hit) for hit in outcome.hits]})
+        return Response(
+            {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
+        )
 
 
 class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
@@ -86,7 +89,8 @@ class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             "`answer` is null, `citations` is empty and `message` says what was searched. Otherwise only "
             "passages that earn their place are cited: the best one, then those about as relevant "
             "(ASK_CITATION_COUNT at most, often fewer); each snippet is the passage's answering lines (the "
-            "text under a matching title, never the title alone) with their own line range. Without a "
+            "text under a matching title, never the title alone) with their own line range, which "
+            "`source_url` returns from the git cache. Without a "
             "language model (LLM_BASE_URL unset) the mode is `extractive` and `answer` is null. With a model "
             "the mode is `generative`: the answer is composed only from the cited passages, every `[n]` refers "
             "to a returned citation (others are removed), and a model error or timeout falls back to "
@@ -119,4 +123,4 @@ class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         result = question_answer(question=data["question"], repository_names=data.get("scope", {}).get("repos"))
-        return Response(ask_result_data(result))
+        return Response(ask_result_data(result, request=request))

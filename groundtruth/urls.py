@@ -7,6 +7,7 @@ from django.urls import path
 
 from groundtruth.push_views import GitPushHookViewSet
 from groundtruth.search_views import AskViewSet, SearchViewSet
+from groundtruth.source_views import SourceLinesViewSet
 from groundtruth.views import HealthViewSet, IngestViewSet, RepositoryViewSet
 
 urlpatterns = [
@@ -18,4 +19,10 @@ urlpatterns = [
     path("hooks/git", GitPushHookViewSet.as_view({"post": "create"}), name="hooks-git"),
     path("search", SearchViewSet.as_view({"get": "list"}), name="search"),
     path("ask", AskViewSet.as_view({"post": "create"}), name="ask"),
+    # A repository name is owner/name (two segments); the file path may hold any number of them.
+    path(
+        "sources/<str:owner>/<str:name>/<path:path>",
+        SourceLinesViewSet.as_view({"get": "retrieve"}),
+        name="source-lines",
+    ),
 ]

@@ -83,6 +83,7 @@ def test_extractive_answer_cites_narrowed_snippets(api_client, indexed, reader, 
         "line": 2,
         "end_line": 3,
         "url": f"https://github.com/acme/handbook/blob/{COMMIT}/docs/retries.md#L2-L3",
+        "source_url": f"http://testserver/sources/acme/handbook/docs/retries.md?commit={COMMIT}&start=2&end=3",
     }
     assert {citation["repo"] for citation in body["citations"]} == {"acme/handbook"}
 

@@ -60,6 +60,9 @@ def test_search_returns_cited_chunks_best_first(api_client, indexed, reader, set
                     "line": 10,
                     "end_line": 13,
                     "url": f"https://github.com/acme/handbook/blob/{COMMIT}/docs/celery.md#L10-L13",
+                    "source_url": (
+                        f"http://testserver/sources/acme/handbook/docs/celery.md?commit={COMMIT}&start=10&end=13"
+                    ),
                 },
             }
         ],
@@ -70,7 +73,15 @@ def test_search_of_a_local_repository_cites_without_url(api_client, indexed, rea
     response = api_client.get("/search", {"q": "CELERY_BROKER_URL", "repo": "acme/community"}, **reader)
 
     assert [result["citation"] for result in response.json()["results"]] == [
-        {"repo": "acme/community", "path": "faq/broker.md", "commit": COMMIT, "line": 1, "end_line": 4, "url": None}
+        {
+            "repo": "acme/community",
+            "path": "faq/broker.md",
+            "commit": COMMIT,
+            "line": 1,
+            "end_line": 4,
+            "url": None,
+            "source_url": f"http://testserver/sources/acme/community/faq/broker.md?commit={COMMIT}&start=1&end=4",
+        }
     ]
 
 

@@ -128,7 +128,17 @@ def test_paths_outside_the_api_keep_html_error_pages(api_client):
 
 
 def test_api_paths_are_read_from_the_ground_truth_url_confs_at_their_mount(settings):
-    assert api_path_prefixes() == ("/api/", "/ask", "/assets", "/health", "/hooks", "/ingest", "/repos", "/search", "/sources")
+    assert api_path_prefixes() == (
+        "/api/",
+        "/ask",
+        "/assets",
+        "/health",
+        "/hooks",
+        "/ingest",
+        "/repos",
+        "/search",
+        "/sources",
+    )
 
     settings.GROUNDTRUTH_PREFIX = "gt"
 
