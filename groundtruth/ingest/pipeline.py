@@ -103,8 +103,14 @@ class _Progress:
             }
 
 
+# How often the heartbeat thread looks at the progress: a change is written at once (the run's
+# admin page polls it every second), an unchanged run only every INGEST_HEARTBEAT_SECONDS.
+PROGRESS_CHECK_SECONDS = 1.0
+
+
 class _Heartbeat(threading.Thread):
-    """Stamps the run's heartbeat and progress from its own connection until stopped."""
+    """Stamps the run's heartbeat and progress from its own connection until stopped: within
+    PROGRESS_CHECK_SECONDS of a change of the progress, else every INGEST_HEARTBEAT_SECONDS."""
 
     def __init__(self, run_id: int, progress: _Progress) -> None:
         super().__init__(name=f"ingest-heartbeat-{run_id}", daemon=True)
@@ -115,10 +121,17 @@ class _Heartbeat(threading.Thread):
 
     def run(self) -> None:
         try:
-            while not self._stop_event.wait(settings.INGEST_HEARTBEAT_SECONDS):
-                if not ingest_run_heartbeat(run_id=self.run_id, progress=self.progress.snapshot()):
+            interval = settings.INGEST_HEARTBEAT_SECONDS
+            written: dict[str, Any] | None = None
+            due = time.monotonic() + interval
+            while not self._stop_event.wait(min(PROGRESS_CHECK_SECONDS, interval)):
+                progress = self.progress.snapshot()
+                if progress == written and time.monotonic() < due:
+                    continue
+                if not ingest_run_heartbeat(run_id=self.run_id, progress=progress):
                     self.lost = True
                     return
+                written, due = progress, time.monotonic() + interval
         except Exception:  # the heartbeat must never kill the ingest; stale detection covers it
             logger.exception("Heartbeat of ingest run %s failed", self.run_id)
         finally:

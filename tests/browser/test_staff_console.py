@@ -160,7 +160,6 @@ def _progress(browser: Browser) -> tuple[str, int, int]:
 def test_an_ingest_runs_page_follows_the_run_live_without_a_reload(
     staff_browser: Browser, handbook, embedding_server, settings
 ):
-    settings.INGEST_HEARTBEAT_SECONDS = 1
     settings.INGEST_FILE_BATCH_SIZE = 1
     embedding_server.delay_seconds = 0.4  # each file's batch takes a moment: the run can be watched
     [request] = services.ingest_request(repository_name="acme/handbook", ref=None, trigger="admin", enqueue=False)
