@@ -154,6 +154,10 @@ class ChatMessageHub:
                         REDIS_RETRY_INTERVAL_SECONDS,
                     )
                 await self._poll_for(REDIS_RETRY_INTERVAL_SECONDS)
+            except Exception:
+                # Anything else (a notice that is not an id) must not end the hub under its streams.
+                logger.exception("Chat stream: the hub's Redis subscription failed; reading the database meanwhile")
+                await self._poll_for(REDIS_RETRY_INTERVAL_SECONDS)
 
     async def _listen(self) -> None:
         poll = float(settings.CHAT_STREAM_POLL_SECONDS)
@@ -406,7 +410,10 @@ async def chat_stream_events(stream: OpenStream) -> AsyncIterator[bytes]:
             if subscription.overflowed:
                 return
             try:
-                await asyncio.wait_for(subscription.ready.wait(), heartbeat)
+                # asyncio.timeout, not wait_for: no task made per wake-up (a sizeable share of the
+                # CPU per event with a thousand streams).
+                async with asyncio.timeout(heartbeat):
+                    await subscription.ready.wait()
             except TimeoutError:
                 yield HEARTBEAT
             await process.slots.renew_if_due(stream.slot)

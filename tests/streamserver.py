@@ -1,5 +1,5 @@
-"""The stream process (uvicorn serving agentplatform.asgi, as the Procfile's `stream` line runs
-it) in a subprocess, and a reader of Server-Sent Events for tests that open streams with httpx.
+"""The stream process (the Procfile's `stream` line: uvicorn serving agentplatform.asgi) in a
+subprocess, and a reader of Server-Sent Events for tests that open streams with httpx.
 
     with stream_server(environment={"DATABASE_URL": test_database_url()}, log_path=...) as base_url:
         with httpx.Client(base_url=base_url, timeout=10) as client, client.stream("GET", STREAM) as response:
@@ -10,6 +10,8 @@ it) in a subprocess, and a reader of Server-Sent Events for tests that open stre
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -23,7 +25,15 @@ from tests.conftest import closed_port
 from tests.processes import process_group_stop
 
 ROOT = Path(__file__).resolve().parent.parent
-UVICORN = [sys.executable, "-m", "uvicorn", "agentplatform.asgi:application"]
+
+
+def procfile_stream_command(port: int) -> list[str]:
+    """The Procfile's `stream:` line on `port`, its uvicorn run by this interpreter, no access log."""
+    line = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("stream:"))
+    expanded = re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: {"STREAM_PORT": str(port)}.get(m[1], m[2] or ""), line)
+    program, *arguments = shlex.split(expanded.split(":", 1)[1])
+    assert program.endswith("/uvicorn"), program
+    return [sys.executable, "-m", "uvicorn", *arguments, "--no-access-log"]
 
 
 @contextmanager
@@ -32,7 +42,7 @@ def stream_server(*, environment: dict[str, str], log_path: Path) -> Iterator[st
     env = {**os.environ, **environment}
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [*UVICORN, "--host", "127.0.0.1", "--port", str(port), "--no-access-log"],
+            procfile_stream_command(port),
             cwd=ROOT,
             env=env,
             stdout=log,
