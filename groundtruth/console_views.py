@@ -22,7 +22,7 @@ from agentplatform.errors import ApplicationError, problem_response
 from groundtruth import selectors, services
 from groundtruth.ingest.runs import ingest_runs_stale_clear
 from groundtruth.models import IngestTrigger
-from groundtruth.search.inspection import question_inspect, repository_choices
+from groundtruth.search.inspection import passages_with_source_urls, question_inspect, repository_choices
 from groundtruth.search_serializers import (
     QUERY_MAX_CHARS,
     SEARCH_LIMIT_DEFAULT,
@@ -81,8 +81,8 @@ def ask_console(request: HttpRequest, *, site: admin.AdminSite) -> HttpResponse:
         # A repository disabled between the form's choices and the search.
         form.add_error(None, exc.detail)
         return TemplateResponse(request, "admin/console/ask.html", context, status=exc.status)
-    context["inspection"] = inspection
-    context["ask_json"] = json.dumps(ask_result_data(inspection.ask), indent=2, ensure_ascii=False)
+    context["inspection"] = passages_with_source_urls(inspection, request=request)
+    context["ask_json"] = json.dumps(ask_result_data(inspection.ask, request=request), indent=2, ensure_ascii=False)
     return TemplateResponse(request, "admin/console/ask.html", context)
 
 

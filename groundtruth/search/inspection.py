@@ -10,7 +10,9 @@ share of the logit, the probability and the threshold).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from django.http import HttpRequest
 
 from agentplatform.errors import ApplicationError
 from groundtruth.models import Repository
@@ -18,7 +20,7 @@ from groundtruth.search.abstention_model import FEATURES
 from groundtruth.search.ask import AskExplanation, AskResult, question_answer_explained
 from groundtruth.search.citations import citation_for
 from groundtruth.search.hybrid_search import SearchHit, chunk_search, search_scope_resolve
-from groundtruth.source_lines import read_source_lines
+from groundtruth.source_lines import read_source_lines, source_lines_url
 
 # Lines shown above and below the cited ones.
 CONTEXT_LINES = 3
@@ -52,6 +54,7 @@ class InspectedPassage:
     lines: list[SourceLine]  # the cited lines and CONTEXT_LINES around them; [] when unreadable
     lines_error: str  # why `lines` is empty
     number: int | None = None  # the citation's n
+    source_url: str | None = None  # GET /sources/... of exactly the cited lines (`passages_with_source_urls`)
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,28 @@ def _evidence(explanation: AskExplanation) -> SourcesMissingEvidence:
         features=features,
         named_repositories=assessment.named_repositories,
         language_model_refused=explanation.language_model_refused,
+    )
+
+
+def passages_with_source_urls(inspection: QuestionInspection, *, request: HttpRequest) -> QuestionInspection:
+    """`inspection` with each passage's `source_url` on the host the request came in by, as the
+    API's citations carry it."""
+
+    def linked(passage: InspectedPassage) -> InspectedPassage:
+        url = source_lines_url(
+            request=request,
+            repo=passage.repo,
+            path=passage.path,
+            commit=passage.commit,
+            start=passage.line,
+            end=passage.end_line,
+        )
+        return replace(passage, source_url=url)
+
+    return replace(
+        inspection,
+        citations=[linked(passage) for passage in inspection.citations],
+        hits=[linked(passage) for passage in inspection.hits],
     )
 
 

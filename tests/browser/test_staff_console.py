@@ -99,7 +99,7 @@ def test_a_question_in_the_console_shows_the_cited_lines_highlighted(
     assert parse_qs(address.query) == {"q": ["Where do I set ACME_TOKEN?"], "repo": ["acme/handbook"]}
     assert staff_browser.text("#sources-found") == "Answered from 1 cited passage (extractive)."
     assert staff_browser.text("#citation-1 .where") == (
-        f"[1] acme/handbook : docs/configure.md @ {run.commit[:12]} lines 5\N{EN DASH}7"
+        f"[1] acme/handbook : docs/configure.md @ {run.commit[:12]} lines 5\N{EN DASH}7 source"
     )
     assert staff_browser.texts("#citation-1 tr.cited") == [
         "5 The service reads its credentials from the environment.",
@@ -111,7 +111,7 @@ def test_a_question_in_the_console_shows_the_cited_lines_highlighted(
     assert staff_browser.text("#citation-1 .dense-rank") == "1"
     # The /search column beside it: the whole section cited, ranked by both legs.
     assert staff_browser.text("#hit-1 .where") == (
-        f"[1] acme/handbook : docs/configure.md @ {run.commit[:12]} lines 1\N{EN DASH}7"
+        f"[1] acme/handbook : docs/configure.md @ {run.commit[:12]} lines 1\N{EN DASH}7 source"
     )
     assert staff_browser.find("#search-results").location["x"] > staff_browser.find("#ask-result").location["x"]
     assert staff_browser.horizontal_overflow("html") == 0

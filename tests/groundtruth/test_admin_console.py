@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.utils.html import escape
 
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.models import IngestRun, IngestStatus
 from groundtruth.search.abstention_model import abstention_model_parse
-from groundtruth.search.inspection import FeatureEvidence, SourceLine
 from groundtruth.search.answer_composition import NOT_IN_SOURCES
+from groundtruth.search.inspection import FeatureEvidence, SourceLine
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
 from tests.groundtruth.search_fixtures import chat_server_run
 
@@ -146,9 +147,11 @@ def test_the_console_shows_exactly_what_ask_and_search_answer(client, api_client
     response = client.get(ASK_PAGE, {"q": DOCUMENTED, "limit": "4"})
 
     assert json.loads(response.context["ask_json"]) == asked
-    assert [(hit.chunk_id, hit.fused_score) for hit in response.context["inspection"].hits] == [
-        (result["chunk_id"], result["score"]) for result in searched["results"]
+    assert [(hit.chunk_id, hit.fused_score, hit.source_url) for hit in response.context["inspection"].hits] == [
+        (result["chunk_id"], result["score"], result["citation"]["source_url"]) for result in searched["results"]
     ]
+    [citation] = asked["citations"]
+    assert f'<a class="source-link" href="{escape(citation["source_url"])}"' in response.content.decode()
 
 
 def test_an_unanswerable_question_shows_sources_missing_with_the_evidence(client, staff, ingested):
