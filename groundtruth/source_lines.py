@@ -35,7 +35,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from agentplatform.errors import ApplicationError, InvalidInput, NotFound, ServiceUnavailable
-from groundtruth.ingest.chunking import file_lines
+from groundtruth.ingest.chunking import file_line_count, file_lines_range
 from groundtruth.ingest.git_access import (
     GitCommitMissing,
     GitError,
@@ -44,7 +44,7 @@ from groundtruth.ingest.git_access import (
     GitRepository,
     blob_url,
 )
-from groundtruth.ingest.selection import is_binary, path_matches
+from groundtruth.ingest.selection import path_matches, text_decoded
 from groundtruth.models import Chunk, IngestRun, Repository
 
 COMMIT_PREFIX_MIN_LENGTH = 7
@@ -109,14 +109,15 @@ def read_source_lines(
         raise ServiceUnavailable(
             f"The git cache of {repository.name} cannot be read on this server.", code="source_unavailable"
         ) from exc
-    if is_binary(data):
+    text = text_decoded(data)
+    if text is None:
         raise FileNotText(f"{path} at {full_commit[:12]} is a binary file (not UTF-8 text); it has no lines to show.")
-    lines = file_lines(data.decode("utf-8"))
-    last = min(len(lines), start + maximum - 1) if end is None else end
-    if start > len(lines) or last > len(lines):
+    line_count = file_line_count(text)
+    last = min(line_count, start + maximum - 1) if end is None else end
+    if start > line_count or last > line_count:
         raise RangeNotSatisfiable(
-            f"{path} at {full_commit[:12]} has {len(lines)} lines; lines {start}..{last} are past its end.",
-            extensions={"line_count": len(lines)},
+            f"{path} at {full_commit[:12]} has {line_count} lines; lines {start}..{last} are past its end.",
+            extensions={"line_count": line_count},
         )
     return SourceLines(
         repo=repository.name,
@@ -124,8 +125,8 @@ def read_source_lines(
         commit=full_commit,
         start=start,
         end=last,
-        lines=tuple(lines[start - 1 : last]),
-        line_count=len(lines),
+        lines=tuple(file_lines_range(text, start=start, end=last)),
+        line_count=line_count,
         url=blob_url(repository.url, full_commit, path, start, last),
     )
 
@@ -170,11 +171,10 @@ def _commit_resolve(*, repository: Repository, path: str, commit: str) -> str:
     prefix = commit.lower()
     if not COMMIT_PATTERN.match(prefix):
         raise InvalidInput.for_field("commit", COMMIT_RULE)
-    runs = IngestRun.objects.filter(repository=repository, commit__startswith=prefix).values_list("commit", flat=True)
-    chunks = Chunk.objects.filter(repository=repository, path=path, commit__startswith=prefix).values_list(
-        "commit", flat=True
-    )
-    known = sorted(set(runs.union(chunks)))
+    # UNION removes duplicates; the models' default orderings would only cost a sort.
+    runs = IngestRun.objects.filter(repository=repository, commit__startswith=prefix).order_by()
+    chunks = Chunk.objects.filter(repository=repository, path=path, commit__startswith=prefix).order_by()
+    known = sorted(runs.values_list("commit", flat=True).union(chunks.values_list("commit", flat=True)))
     if not known:
         raise NotFound(f"No ingest of {repository.name} has seen a commit {commit!r}.")
     if len(known) > 1:

@@ -98,11 +98,15 @@ def _symlink_resolve(
     return None, "symlink chain too long"
 
 
-def is_binary(data: bytes) -> bool:
+def text_decoded(data: bytes) -> str | None:
+    """The file's text, or None for a binary: a NUL byte in the first 8 KiB, or bytes that are not UTF-8."""
     if b"\0" in data[:8192]:
-        return True
+        return None
     try:
-        data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        return True
-    return False
+        return None
+
+
+def is_binary(data: bytes) -> bool:
+    return text_decoded(data) is None

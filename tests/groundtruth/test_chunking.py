@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from groundtruth.ingest.chunking import ChunkDraft, file_chunk, file_lines, line_roles
+import pytest
+
+from groundtruth.ingest.chunking import (
+    ChunkDraft,
+    file_chunk,
+    file_line_count,
+    file_lines,
+    file_lines_range,
+    line_roles,
+)
 from groundtruth.ingest.index_text import content_hash, heading_text, lexical_body, passage_text, repository_label
 
 
@@ -217,3 +226,16 @@ def test_line_roles_tell_titles_and_markup_from_text():
         "text",
     ]
     assert line_roles(path="settings.yml", lines=["# comment", "a: 1"]) == ["text", "text"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n", "a", "a\n", "a\nb", "a\nb\n", "a\r\nb\r\n", "a\r\n\r\nb", "\n\n\n", "x\ny\nz\n\n", "x\r", "é\r\nü"],
+)
+def test_a_range_of_lines_is_numbered_and_counted_as_file_lines_numbers_them(text):
+    lines = file_lines(text)
+
+    assert file_line_count(text) == len(lines)
+    for start in range(1, len(lines) + 2):
+        for end in range(start, len(lines) + 3):
+            assert file_lines_range(text, start=start, end=end) == lines[start - 1 : end]

@@ -1,0 +1,192 @@
+"""Speed of reading exact source lines (GET /sources/<repo>/<path>, `read_source_lines`) from the
+git cache: 20-line ranges of a 1 MB file.
+
+    python benchmarks/sources.py [--rounds 300] [--lines 20] [--file-bytes 1000000]
+
+Builds a git repository in a scratch directory with one Markdown file of about --file-bytes
+bytes (sections of 80-character lines), registers it, ingests it (no embeddings: the ingest only
+has to record the commit and its chunks) into a database of its own (gt_bench_sources), then
+reads --rounds ranges of --lines lines at random positions, measured back to back:
+- `git cat-file blob <commit>:<path>` alone (one process reading the whole file: the floor),
+- `read_source_lines(...)` (the registry row, the commit check, git, decoding and splitting),
+- GET /sources/... through the whole Django stack (authentication, rate limits, JSON),
+- the same with `Accept: text/plain`.
+Printed: p50 and p95 of each, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.benchmark_database import benchmark_database_use
+
+REPOSITORY_NAME = "bench/big-file"
+FILE_PATH = "docs/big.md"
+LINE_WIDTH = 80
+SECTION_LINES = 40
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def git(path: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def big_markdown(size: int, rng: random.Random) -> str:
+    """About `size` bytes of Markdown: a heading every SECTION_LINES lines of LINE_WIDTH-1 characters."""
+    words = "commit range line cache index chunk file source verify exact cited path blob tree".split()
+    lines: list[str] = []
+    total = 0
+    while total < size:
+        if len(lines) % SECTION_LINES == 0:
+            line = f"## Section {len(lines) // SECTION_LINES}"
+        else:
+            line = ""
+            while len(line) < LINE_WIDTH - 12:
+                line += rng.choice(words) + " "
+            line = line.strip().ljust(LINE_WIDTH - 1, ".")
+        lines.append(line)
+        total += len(line) + 1
+    return "\n".join(lines) + "\n"
+
+
+def repositories_create(scratch: Path, size: int) -> tuple[Path, Path]:
+    source = scratch / "big-file"
+    source.mkdir()
+    git(source, "init", "--quiet", "--initial-branch", "main")
+    (source / "docs").mkdir()
+    (source / FILE_PATH).write_text(big_markdown(size, random.Random(20261122)))
+    git(source, "add", "--all")
+    git(source, "commit", "--quiet", "-m", "one big file")
+    registry = scratch / "registry"
+    registry.mkdir()
+    git(registry, "init", "--quiet", "--initial-branch", "main")
+    (registry / "sources.yml").write_text(
+        f'repos:\n  - name: {REPOSITORY_NAME}\n    url: {source}\n    include: ["docs/**/*.md"]\n'
+    )
+    git(registry, "add", "--all")
+    git(registry, "commit", "--quiet", "-m", "registry")
+    return source, registry
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", default="gt_bench_sources")
+    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--lines", type=int, default=20)
+    parser.add_argument("--file-bytes", type=int, default=1_000_000)
+    args = parser.parse_args()
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench-sources-"))
+    try:
+        source, registry = repositories_create(scratch, args.file_bytes)
+        # Read by the settings when Django starts (benchmark_database_use).
+        os.environ.update(
+            {
+                "SOURCE_REGISTRY_REPO": str(registry),
+                "GIT_CACHE_DIR": str(scratch / "git-cache"),
+                "GIT_LOCAL_ROOTS": str(scratch),
+                "EMBEDDING_BACKEND": "none",
+                "INGEST_MAX_FILE_BYTES": str(max(args.file_bytes * 2, 1024 * 1024)),
+                # Measure the endpoint, not the rate limiter's refusals.
+                "RATE_LIMIT_AUTHENTICATED": "100000000/m",
+                "CACHE_KEY_PREFIX": "bench-sources",
+                "LOG_LEVEL": "WARNING",
+            }
+        )
+        benchmark_database_use(args.database)
+        measure(args, source)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, source: Path) -> None:
+    from django.test import Client
+
+    from agents.models import ApiKeyKind
+    from agents.services import api_key_create
+    from groundtruth.ingest.foreground import ingest_foreground
+    from groundtruth.ingest.git_access import GitRepository
+    from groundtruth.models import IngestStatus
+    from groundtruth.source_lines import read_source_lines
+
+    [run] = ingest_foreground(repository_name=REPOSITORY_NAME, ref=None)
+    if run.status != IngestStatus.SUCCEEDED:
+        raise SystemExit(f"ingest failed: {run.error}")
+    commit = run.commit
+    cache = GitRepository(str(source)).path
+    size = (source / FILE_PATH).stat().st_size
+    line_count = (source / FILE_PATH).read_text().count("\n")
+    _, secret = api_key_create(kind=ApiKeyKind.SERVICE, name="sources benchmark", scopes=["read"])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    url = f"/sources/{REPOSITORY_NAME}/{FILE_PATH}"
+    rng = random.Random(7)
+    labels = ("git cat-file alone", "read_source_lines()", "GET /sources (JSON)", "GET /sources (text/plain)")
+    timings: dict[str, list[float]] = {label: [] for label in labels}
+
+    def get(params: dict[str, object], **headers: str) -> None:
+        response = client.get(url, params, **headers)
+        if response.status_code != 200:
+            raise SystemExit(f"/sources answered {response.status_code}: {response.content[:300]!r}")
+
+    def cat_file(start: int, end: int) -> None:
+        subprocess.run(
+            ["git", "--git-dir", str(cache), "cat-file", "blob", f"{commit}:{FILE_PATH}"],
+            check=True,
+            capture_output=True,
+        )
+
+    def function(start: int, end: int) -> None:
+        read_source_lines(repository_name=REPOSITORY_NAME, path=FILE_PATH, commit=commit, start=start, end=end)
+
+    def endpoint_json(start: int, end: int) -> None:
+        get({"commit": commit, "start": start, "end": end})
+
+    def endpoint_text(start: int, end: int) -> None:
+        get({"commit": commit, "start": start, "end": end}, HTTP_ACCEPT="text/plain")
+
+    steps = dict(zip(labels, (cat_file, function, endpoint_json, endpoint_text), strict=True))
+    # Each range is read by every step back to back, so that a change of load on the shared
+    # machine during the run affects them alike; the first 5 rounds warm up and are not kept.
+    for round_number in range(args.rounds + 5):
+        start = rng.randint(1, line_count - args.lines + 1)
+        for label, step in steps.items():
+            started = time.perf_counter()
+            step(start, start + args.lines - 1)
+            if round_number >= 5:
+                timings[label].append(time.perf_counter() - started)
+
+    print(f"\n{FILE_PATH}: {size} bytes, {line_count} lines; {args.rounds} ranges of {args.lines} lines")
+    print(f"{'measurement':<30}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
+    for label, values in timings.items():
+        print(
+            f"{label:<30}{percentile(values, 0.5) * 1000:>10.2f}{percentile(values, 0.95) * 1000:>10.2f}"
+            f"{statistics.fmean(values) * 1000:>10.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
