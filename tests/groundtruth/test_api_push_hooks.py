@@ -7,10 +7,11 @@ import hashlib
 import hmac
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from urllib.parse import urlencode
 
+import httpx
 import pytest
 from django.utils import timezone
 
@@ -18,9 +19,11 @@ from groundtruth.ingest.push import ABANDONED_CLAIM_SECONDS, DELIVERY_RETENTION
 from groundtruth.ingest.push_events import repository_url_key
 from groundtruth.models import IngestRun, IngestStatus, PushDelivery, Registry, Repository
 from groundtruth.services import registry_load
+from tests import celeryworker
 from tests.conftest import closed_port
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
+from tests.liveserver import gunicorn_server
 
 pytestmark = pytest.mark.django_db
 
@@ -527,3 +530,48 @@ def test_the_secret_never_appears_in_a_response(api_client, handbook_listed):
     ]
     assert [response.status_code for response in responses] == [401, 202, 400]
     assert all(SECRET not in response.content.decode() for response in responses)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_through_gunicorn_a_push_over_the_api_body_limit_is_read_whole_chunked_or_not(tmp_path):
+    environment = {
+        "DATABASE_URL": celeryworker.test_database_url(),
+        "EMBEDDING_BACKEND": "none",
+        "MAX_REQUEST_BODY_BYTES": "4096",
+        "INGEST_WEBHOOK_SECRET": SECRET,
+        "INGEST_WEBHOOK_MAX_BYTES": "16384",
+    }
+    ping = encoded({"zen": "x" * 10_000, "hook_id": 1})
+    too_large = encoded({"zen": "x" * 20_000, "hook_id": 1})
+
+    def pieces(body: bytes) -> Iterator[bytes]:  # httpx sends a generator's pieces as chunks
+        for start in range(0, len(body), 1000):
+            yield body[start : start + 1000]
+
+    def headers(body: bytes) -> dict[str, str]:
+        return {
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "ping",
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-Hub-Signature-256": "sha256=" + _hex_hmac(SECRET, body),
+        }
+
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        with httpx.Client(base_url=base_url, timeout=20) as client:
+            plain = client.post(HOOK, content=ping, headers=headers(ping))
+            in_chunks = client.post(HOOK, content=pieces(ping), headers=headers(ping))
+            over = client.post(HOOK, content=pieces(too_large), headers=headers(too_large))
+            elsewhere = client.post("/ingest/repo", content=ping, headers={"Content-Type": "application/json"})
+
+    assert in_chunks.request.headers["transfer-encoding"] == "chunked"
+    for response in (plain, in_chunks):
+        assert (response.status_code, response.json()) == (200, {"ignored": "ping event: only pushes are acted on"})
+    assert (over.status_code, over.json()["detail"]) == (
+        413,
+        "The request body is larger than the limit of 16384 bytes.",
+    )
+    assert (elsewhere.status_code, elsewhere.json()["detail"]) == (
+        413,
+        "The request body is larger than the limit of 4096 bytes.",
+    )
