@@ -50,6 +50,7 @@ from groundtruth.models import Chunk, IngestRun, Repository
 COMMIT_PREFIX_MIN_LENGTH = 7
 COMMIT_PATTERN = re.compile(r"[0-9a-f]{7,64}\Z")
 COMMIT_RULE = f"commit must be a commit SHA, or a prefix of it of at least {COMMIT_PREFIX_MIN_LENGTH} hex digits"
+LINE_NUMBER_RULE = "must be a line number: an integer, 1 or more"
 PATH_MAX_LENGTH = 1000  # SourceFile.path and Chunk.path
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -141,18 +142,20 @@ def source_lines_url(*, request: HttpRequest, repo: str, path: str, commit: str,
 
 
 def source_range_check(*, start: int, end: int | None) -> None:
-    """1 <= start <= end, at most SOURCE_LINES_MAX lines (end None: no end given); a 400 otherwise."""
+    """1 <= start <= end, at most SOURCE_LINES_MAX lines (end None: no end given); a 400 otherwise.
+    A range that breaks the rule between the two numbers is `invalid_range` (no schema can say it)."""
     maximum = settings.SOURCE_LINES_MAX
     if start < 1:
-        raise InvalidInput.for_field("start", "start must be a line number, 1 or more")
+        raise InvalidInput.for_field("start", f"start {LINE_NUMBER_RULE}")
     if end is None:
         return
     if end < start:
-        raise InvalidInput.for_field("end", f"end must not be before start ({start})")
-    if end - start + 1 > maximum:
-        raise InvalidInput.for_field(
-            "end", f"at most {maximum} lines per request (SOURCE_LINES_MAX): end may be at most {start + maximum - 1}"
-        )
+        problem = f"end must not be before start ({start})"
+    elif end - start + 1 > maximum:
+        problem = f"at most {maximum} lines per request (SOURCE_LINES_MAX): end may be at most {start + maximum - 1}"
+    else:
+        return
+    raise InvalidInput(f"end: {problem}", code="invalid_range", errors=[{"field": "end", "message": problem}])
 
 
 def _path_is_plain(path: str) -> bool:
@@ -178,7 +181,8 @@ def _commit_resolve(*, repository: Repository, path: str, commit: str) -> str:
     if not known:
         raise NotFound(f"No ingest of {repository.name} has seen a commit {commit!r}.")
     if len(known) > 1:
-        raise InvalidInput.for_field(
-            "commit", f"{commit} names {len(known)} commits of {repository.name}; give more of the SHA"
+        problem = f"{commit} names {len(known)} commits of {repository.name}; give more of the SHA"
+        raise InvalidInput(
+            f"commit: {problem}", code="ambiguous_commit", errors=[{"field": "commit", "message": problem}]
         )
     return known[0]

@@ -8,9 +8,7 @@ from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictRegexField
 from agentplatform.query_params import QueryIntegerField
-from groundtruth.source_lines import COMMIT_RULE, SourceLines, source_range_check
-
-LINE_NUMBER_RULE = "must be a line number: an integer, 1 or more"
+from groundtruth.source_lines import COMMIT_RULE, LINE_NUMBER_RULE, SourceLines, source_range_check
 
 
 class SourceLinesQuerySerializer(serializers.Serializer):

@@ -57,9 +57,9 @@ class SourceLinesViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="Lines start..end, one per line."),
             **problem_responses(
                 {
-                    400: "`commit` missing or not 7 to 64 hex digits, or a prefix naming several seen commits; "
-                    "`start` or `end` not an integer of 1 or more; `end` before `start`; more than "
-                    "SOURCE_LINES_MAX lines.",
+                    400: "`commit` missing or not 7 to 64 hex digits; `start` or `end` not an integer of 1 or "
+                    "more (`invalid`); `end` before `start`, or more than SOURCE_LINES_MAX lines (`invalid_range`); "
+                    "a commit prefix that several commits seen by an ingest share (`ambiguous_commit`).",
                     **AUTH_ERRORS,
                     404: "The repository is not in the registry (or disabled); the path leaves the repository, "
                     "is not selected by its globs or names no file at the commit; no ingest has seen the commit.",

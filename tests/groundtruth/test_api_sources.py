@@ -91,6 +91,7 @@ def test_an_ambiguous_commit_prefix_is_400(api_client, commit, reader):
     response = api_client.get(INDEX_PATH, {"commit": "abcdef1", "start": 1, "end": 1}, **reader)
 
     assert response.status_code == 400
+    assert _problem(response)["code"] == "ambiguous_commit"
     assert _problem(response)["errors"] == [
         {"field": "commit", "message": "abcdef1 names 2 commits of acme/handbook; give more of the SHA"}
     ]
@@ -126,7 +127,9 @@ def test_bad_query_parameters_are_400(api_client, commit, reader, settings, quer
     response = api_client.get(INDEX_PATH, params, **reader)
 
     assert response.status_code == 400
-    assert _problem(response)["errors"] == [{"field": field, "message": message}]
+    body = _problem(response)
+    assert body["errors"] == [{"field": field, "message": message}]
+    assert body["code"] == ("invalid_range" if field == "end" and "line number" not in message else "invalid")
 
 
 def test_a_range_past_the_files_end_is_416_with_its_line_count(api_client, commit, reader):

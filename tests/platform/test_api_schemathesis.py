@@ -158,9 +158,10 @@ def problem_details_for_errors(ctx, response, case) -> None:
 
 
 # Refusals of schema-valid requests that JSON Schema cannot express, by problem code: they depend
-# on the server's data (a repository that is not indexed) or on a grammar or checksum (EIP-4361
+# on the server's data (a repository that is not indexed, a commit prefix two seen commits share), on
+# two parameters together (a line range's end before its start) or on a grammar or checksum (EIP-4361
 # messages, EIP-55 mixed-case addresses). Each is documented on its operation.
-REFUSALS_BEYOND_THE_SCHEMA = {"unknown_repository", "siwe_malformed"}
+REFUSALS_BEYOND_THE_SCHEMA = {"unknown_repository", "siwe_malformed", "invalid_range", "ambiguous_commit"}
 CHECKSUM_REFUSAL = "the mixed-case address does not match its EIP-55 checksum"
 ACCEPTED_REFUSALS = {401, 403, 404, 409, 429}  # credentials, a missing resource, state, rate limit
 
