@@ -3,6 +3,7 @@ citation's `source_url`). A service key with scope `read`, or a signed-in staff 
 
 from __future__ import annotations
 
+from django.utils.cache import patch_vary_headers
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import viewsets
@@ -82,5 +83,9 @@ class SourceLinesViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             end=data.get("end"),
         )
         if isinstance(request.accepted_renderer, PlainTextRenderer):
-            return Response(source_lines_text(source))
-        return Response(source_lines_data(source))
+            response = Response(source_lines_text(source))
+        else:
+            response = Response(source_lines_data(source))
+        # One URL, two representations: a shared cache must key them by Accept.
+        patch_vary_headers(response, ["Accept"])
+        return response

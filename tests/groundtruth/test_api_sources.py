@@ -64,6 +64,7 @@ def test_text_plain_when_asked_is_the_lines_alone(api_client, commit, reader):
 
     assert response.status_code == 200
     assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert "Accept" in response["Vary"]
     assert response.content == b"```sh\n# not a heading\nacme --version\n"
 
 
@@ -319,6 +320,7 @@ def varied(handbook, registry_repo, settings, embedding_server) -> GitWorkTree:
     handbook.write("docs/notes.md", UNICODE_NOTES)
     handbook.write("docs/long.md", _long_guide(4))
     handbook.symlink("docs/alias.md", "notes.md")
+    handbook.write("docs/Über uns #1 & 100%?.md", "# Über uns\n\nWer wir sind.\n")
     registry_repo(sources_yaml({"name": "acme/handbook", "url": str(handbook.path), **HANDBOOK_GLOBS}))
     handbook.commit("more docs")
     _ingested()
@@ -333,6 +335,7 @@ def test_every_search_citation_source_url_shows_exactly_the_chunks_lines(api_cli
     assert len({chunk.commit for chunk in chunks.values()}) == 2  # old and new commits are both cited
 
     results = api_client.get("/search", {"q": "guide proxy notes", "limit": 50}, **reader).json()["results"]
+    unusual = next(result["citation"]["source_url"] for result in results if "ber uns" in result["citation"]["path"])
 
     assert sorted(result["chunk_id"] for result in results) == sorted(chunks)
     for result in results:
@@ -344,6 +347,8 @@ def test_every_search_citation_source_url_shows_exactly_the_chunks_lines(api_cli
         assert source.json()["lines"] == chunk.text.split("\n")
         text = api_client.get(citation["source_url"], HTTP_ACCEPT="text/plain", **reader)
         assert text.content.decode() == chunk.text + "\n"
+    # A file name with non-ASCII letters, spaces and URL delimiters travels percent-encoded.
+    assert unusual.startswith("http://testserver/sources/acme/handbook/docs/%C3%9Cber%20uns%20%231%20&%20100%25%3F.md?")
 
 
 def test_every_ask_citation_source_url_shows_exactly_its_snippet(
