@@ -23,6 +23,7 @@ arrive (hosts redeliver within days).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -40,6 +41,8 @@ from groundtruth.registry_files import RegistryInvalid
 from groundtruth.selectors import registry_current
 from groundtruth.services import ingest_runs_request, registry_load, registry_reload
 from groundtruth.signals import registry_pushed
+
+logger = logging.getLogger(__name__)
 
 DELIVERY_RETENTION = timedelta(days=30)
 # Longer than the slowest first delivery can take (a registry fetch is bounded by
@@ -75,6 +78,14 @@ def push_hook_handle(*, hook: PushHook) -> PushOutcome:
         if hook.delivery_id:
             PushDelivery.objects.filter(delivery_id=hook.delivery_id, outcome__isnull=True).delete()
         raise
+    logger.info(
+        "Push delivery %s (%s %s, %s): %s",
+        hook.delivery_id or "without id",
+        hook.provider,
+        hook.event,
+        hook.ref or "-",
+        f"ignored: {outcome.ignored}" if outcome.ignored else f"runs {[item.run.pk for item in outcome.runs]}",
+    )
     if hook.delivery_id:
         recorded: dict[str, Any] = (
             {"ignored": outcome.ignored}
@@ -146,11 +157,12 @@ def _push_outcome(hook: PushHook) -> PushOutcome:
         # As POST /ingest/repo: the registry is re-read first (Conflict when it is invalid), and
         # what it now says about these repositories decides.
         registry = registry_reload()
+        listed = _repositories_at(keys)
         followed = [
-            repository
-            for repository in _repositories_at(keys)
-            if repository.enabled and _ref_matches(hook.ref, repository.ref)
+            repository for repository in listed if repository.enabled and _ref_matches(hook.ref, repository.ref)
         ]
+        if not followed and not registry_pushed_to:
+            return PushOutcome(ignored=_ignored_reason(hook, listed, to_registry))
     elif registry_pushed_to:
         registry = _registry_reread()
     runs = ingest_runs_request(repositories=followed, ref=None, trigger=IngestTrigger.PUSH) if followed else []

@@ -477,6 +477,20 @@ def test_an_invalid_registry_pushed_is_recorded_and_the_last_good_one_stays(api_
     assert not PushDelivery.objects.filter(delivery_id="push-while-invalid").exists()  # a retry is handled afresh
 
 
+def test_a_push_the_reread_registry_no_longer_follows_is_ignored(api_client, handbook_listed, registry_repo):
+    registry_repo(
+        sources_yaml({"name": "acme/handbook", "url": str(handbook_listed.path), "ref": "release", **HANDBOOK_GLOBS}),
+        "follow the release branch",
+    )
+    body = encoded(push_payload("github", url=str(handbook_listed.path)))
+    response = deliver(api_client, body, github(body))
+    assert (response.status_code, response.json()) == (
+        200,
+        {"ignored": "refs/heads/main is not a followed ref of acme/handbook (followed: refs/heads/release)"},
+    )
+    assert (IngestRun.objects.count(), Repository.objects.get().ref) == (0, "release")
+
+
 def test_a_push_to_another_branch_of_the_registry_repository_is_ignored(api_client, handbook_listed, settings):
     body = encoded(push_payload("github", url=settings.SOURCE_REGISTRY_REPO, ref="refs/heads/draft"))
     response = deliver(api_client, body, github(body))
@@ -521,7 +535,8 @@ def test_repository_urls_compare_by_host_and_path(url, key):
     assert repository_url_key(url) == key
 
 
-def test_the_secret_never_appears_in_a_response(api_client, handbook_listed):
+def test_the_secret_never_appears_in_a_response_or_a_log_line(api_client, handbook_listed, caplog):
+    caplog.set_level("DEBUG")
     body = encoded(push_payload("gitlab", url=str(handbook_listed.path)))
     responses = [
         deliver(api_client, body, gitlab(body, secret="wrong")),
@@ -530,6 +545,7 @@ def test_the_secret_never_appears_in_a_response(api_client, handbook_listed):
     ]
     assert [response.status_code for response in responses] == [401, 202, 400]
     assert all(SECRET not in response.content.decode() for response in responses)
+    assert "Push delivery" in caplog.text and SECRET not in caplog.text
 
 
 @pytest.mark.slow
