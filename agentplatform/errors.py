@@ -200,6 +200,11 @@ def _flatten_validation(detail: Any, prefix: str = "") -> Iterable[dict[str, str
         yield {"field": prefix, "message": str(detail)}
 
 
+def validation_messages(detail: Any) -> list[str]:
+    """A DRF ValidationError's detail as `field: message` lines, as the 400 problem's `detail` joins them."""
+    return [f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in _flatten_validation(detail)]
+
+
 _DRF_CODES: dict[type[drf_exceptions.APIException], str] = {
     drf_exceptions.ParseError: "invalid_json",
     drf_exceptions.AuthenticationFailed: "authentication_failed",
@@ -239,7 +244,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
         body = problem_body(**problem)
     elif isinstance(exc, drf_exceptions.ValidationError):
         errors = list(_flatten_validation(exc.detail))
-        detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
+        detail = "; ".join(validation_messages(exc.detail))
         body = problem_body(status=400, code="invalid", detail=detail, title="Invalid input", errors=errors)
     elif isinstance(exc, drf_exceptions.APIException):
         code = _DRF_CODES.get(type(exc), exc.default_code if isinstance(exc.default_code, str) else "error")

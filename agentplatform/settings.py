@@ -357,6 +357,19 @@ WALLET_SESSION_TTL_SECONDS = _positive_int("WALLET_SESSION_TTL_SECONDS", 24 * 36
 
 # --- Ground truth ---------------------------------------------------------------------------
 GROUNDTRUTH_PREFIX = env.str("GROUNDTRUTH_PREFIX", default="").strip("/")
+# The MCP server (agentplatform/mcp_app.py; Procfile `mcp`, its own uvicorn process on MCP_PORT).
+# Links its tools return (a citation's source_url, an asset's contentUrl) point at the web tier as
+# clients reach it: scheme and host, no path. Unset: http://127.0.0.1:<WEB_PORT>, where `make run` serves.
+WEB_BASE_URL = (
+    env.str("WEB_BASE_URL", default="").strip().rstrip("/") or f"http://127.0.0.1:{env.str('WEB_PORT', default='8000')}"
+)
+if not re.match(r"https?://[^/?#@]+\Z", WEB_BASE_URL):
+    raise ImproperlyConfigured(f"WEB_BASE_URL must be http(s)://host[:port] without a path, got {WEB_BASE_URL!r}")
+# Tool calls an MCP server process runs at once (worker threads, each with its own database connection).
+MCP_THREADS = _positive_int("MCP_THREADS", 8)
+# Images up to this many bytes come back from the MCP tool fetch_brand_asset as image content; larger
+# ones, and files that are not raster images, as a link to their contentUrl.
+MCP_IMAGE_MAX_BYTES = _positive_int("MCP_IMAGE_MAX_BYTES", 512 * 1024)
 # Unset: the demo registry that `agentplatform.demo.sources.demo_sources_create` builds under VAR_DIR.
 SOURCE_REGISTRY_REPO = env.str("SOURCE_REGISTRY_REPO", default="") or str(VAR_DIR / "demo-sources" / "registry")
 SOURCE_REGISTRY_REF = env.str("SOURCE_REGISTRY_REF", default="main")

@@ -1,0 +1,81 @@
+"""How an MCP tool (groundtruth/mcp_tools.py, brandassets/mcp_tools.py) runs Django code.
+
+A tool is a plain function with keyword arguments, typed for its JSON schema, wrapped by
+`django_tool`. The MCP SDK runs a synchronous tool on a worker thread (anyio's, at most
+MCP_THREADS at once: agentplatform/mcp_app.py), so the ORM is used as in a web request; the
+wrapper adds what Django's request cycle does around a view (closing database connections past
+CONN_MAX_AGE or broken, before and after) and answers the service's refusals as tool errors:
+
+- an ApplicationError (unknown repository, bad range, missing asset, ...) with its detail;
+- a DRF ValidationError from the REST endpoint's own serializer (`arguments_validated`) with every
+  field's message, in the words the endpoint's 400 problem uses.
+
+A tool error is an MCP result with `isError: true` that the model reads and can act on; anything
+else the tool raises stays a crash (logged by the SDK with its traceback; the caller only learns
+that the tool failed).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.http import HttpRequest
+from mcp.server.mcpserver.exceptions import ToolError
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+
+from agentplatform.errors import ApplicationError, validation_messages
+
+Arguments = ParamSpec("Arguments")
+Result = TypeVar("Result")
+
+
+def django_tool(function: Callable[Arguments, Result]) -> Callable[Arguments, Result]:
+    """`function` as an MCP tool: Django's connection handling around it, refusals as tool errors.
+    The SDK reads the schema from `function`'s own signature (functools.wraps sets __wrapped__)."""
+
+    @functools.wraps(function)
+    def tool(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Result:
+        close_old_connections()
+        try:
+            return function(*args, **kwargs)
+        except ApplicationError as exc:
+            raise ToolError(exc.detail) from exc
+        except ValidationError as exc:
+            raise ToolError("; ".join(validation_messages(exc.detail))) from exc
+        finally:
+            close_old_connections()
+
+    return tool
+
+
+def arguments_validated(serializer_class: type[serializers.Serializer], data: Mapping[str, Any]) -> dict[str, Any]:
+    """`data` checked by the serializer the REST endpoint checks its input with, so that a tool
+    refuses exactly what the endpoint refuses; raises ValidationError (a tool error, see above)."""
+    serializer = serializer_class(data=dict(data))
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class WebTierRequest(HttpRequest):
+    """Stands in for a request to the web tier at WEB_BASE_URL, for the REST endpoints' serializers
+    that write absolute links with `request.build_absolute_uri` (a citation's source_url, an
+    asset's contentUrl): a tool's links then point where the REST endpoint's would, not at the
+    MCP process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        base = urlsplit(settings.WEB_BASE_URL)
+        self._web_scheme, self._web_host = base.scheme, base.netloc
+
+    @property
+    def scheme(self) -> str:
+        return self._web_scheme
+
+    def get_host(self) -> str:
+        return self._web_host

@@ -1,0 +1,530 @@
+"""The MCP server end to end: the Procfile's `mcp` process (uvicorn serving agentplatform.mcp_app), the
+official MCP Python client (the initialize handshake of 2025-11-25, and the stateless requests of
+2026-07-28), real ingests of git repositories built here, real brand assets, the same service
+keys, rate limits and problem details as the REST endpoints, and tool answers equal to theirs."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult
+
+from agentplatform.demo.brand_assets import png_bytes
+from agents.models import ApiKeyKind
+from agents.services import api_key_create
+from brandassets.content_cache import asset_record_cache, blob_contents
+from brandassets.services import asset_registry_sync
+from groundtruth.embeddings import _backend_for
+from groundtruth.ingest.foreground import ingest_foreground
+from groundtruth.models import IngestStatus
+from tests import celeryworker
+from tests.brandassets.conftest import REGISTRY_TEMPLATE, brand_work_tree
+from tests.embeddingserver import EmbeddingServer
+from tests.gitrepos import GitWorkTree
+from tests.groundtruth.conftest import HANDBOOK_GLOBS, HANDBOOK_INDEX, sources_yaml
+from tests.groundtruth.factories import bearer, service_key
+from tests.liveserver import procfile_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+PROBLEM = "application/problem+json"
+# Per key, in the server and in this process alike; a day-long window cannot roll over mid-test.
+RATE_LIMIT = 30
+WEB_BASE_URL = "http://testserver"  # the host of the test client's REST requests
+WALLET = "0x" + "ab" * 20
+TOOLS = ["ask", "fetch_brand_asset", "find_brand_assets", "list_repositories", "read_source", "search_docs"]
+
+
+@dataclass(frozen=True)
+class McpSetup:
+    url: str
+    handbook: GitWorkTree
+    registry: GitWorkTree
+    git_cache: Path
+    embedding_url: str
+    embedding_model: str
+    local_root: Path
+
+
+@pytest.fixture(scope="module")
+def mcp(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[McpSetup]:
+    """One server for the module, over repositories that stay; each test ingests and syncs them
+    into its own (transactional) database state."""
+    root = tmp_path_factory.mktemp("mcp")
+    handbook = GitWorkTree.create(root / "handbook")
+    handbook.write("README.md", "# Acme\n\nThe Acme handbook.\n")
+    handbook.write("docs/index.md", HANDBOOK_INDEX)
+    handbook.commit("first")
+    brand = brand_work_tree(root / "brand")
+    registry = GitWorkTree.create(root / "registry")
+    registry.write(
+        "sources.yml",
+        sources_yaml({"name": "acme/handbook", "url": str(handbook.path), "trust": "canonical", **HANDBOOK_GLOBS}),
+    )
+    registry.write("brand-assets.yml", REGISTRY_TEMPLATE.format(brand_url=brand.path))
+    registry.commit("registry")
+    with django_db_blocker.unblock(), EmbeddingServer(dimension=32, model="test-embed-32") as embeddings:
+        environment = {
+            "DATABASE_URL": celeryworker.test_database_url(),
+            "SOURCE_REGISTRY_REPO": str(registry.path),
+            "SOURCE_REGISTRY_REF": "main",
+            "SOURCE_REGISTRY_PATH": "sources.yml",
+            "BRAND_ASSETS_PATH": "brand-assets.yml",
+            "GIT_CACHE_DIR": str(root / "git-cache"),
+            "GIT_LOCAL_ROOTS": str(tmp_path_factory.getbasetemp()),
+            "EMBEDDING_BACKEND": "openai",
+            "EMBEDDING_URL": embeddings.base_url,
+            "EMBEDDING_MODEL": embeddings.model,
+            "RATE_LIMIT_AUTHENTICATED": f"{RATE_LIMIT}/d",
+            "WEB_BASE_URL": WEB_BASE_URL,
+            "GROUNDTRUTH_PREFIX": "",
+        }
+        with procfile_server(
+            name="mcp", port_variable="MCP_PORT", environment=environment, log_path=root / "mcp.log"
+        ) as base_url:
+            yield McpSetup(
+                url=f"{base_url}/mcp",
+                handbook=handbook,
+                registry=registry,
+                git_cache=root / "git-cache",
+                embedding_url=embeddings.base_url,
+                embedding_model=embeddings.model,
+                local_root=tmp_path_factory.getbasetemp(),
+            )
+
+
+@pytest.fixture(autouse=True)
+def _same_configuration_as_the_server(mcp: McpSetup, settings) -> Iterator[None]:
+    settings.SOURCE_REGISTRY_REPO = str(mcp.registry.path)
+    settings.SOURCE_REGISTRY_REF = "main"
+    settings.SOURCE_REGISTRY_PATH = "sources.yml"
+    settings.BRAND_ASSETS_PATH = "brand-assets.yml"
+    settings.GIT_CACHE_DIR = mcp.git_cache
+    settings.GIT_LOCAL_ROOTS = [mcp.local_root]
+    settings.EMBEDDING_BACKEND = "openai"
+    settings.EMBEDDING_URL = mcp.embedding_url
+    settings.EMBEDDING_MODEL = mcp.embedding_model
+    settings.EMBEDDING_API_KEY = ""
+    settings.EMBEDDING_DIMENSION = None
+    settings.RATE_LIMIT_AUTHENTICATED = f"{RATE_LIMIT}/d"
+    settings.GROUNDTRUTH_PREFIX = ""
+    _backend_for.cache_clear()
+    blob_contents.clear()
+    asset_record_cache.clear()
+    yield
+    _backend_for.cache_clear()
+
+
+@pytest.fixture
+def indexed() -> None:
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+    assert run.status == IngestStatus.SUCCEEDED, run.error
+    report = asset_registry_sync()
+    assert report.status == "synced", report.lines()
+
+
+@pytest.fixture
+def reader() -> str:
+    return service_key("read")
+
+
+def mcp_http_client(token: str | None) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=httpx2.Timeout(60.0)
+    )
+
+
+def with_handshake(url: str, token: str, work) -> Any:
+    """`work(session)` in a session of the 2025-11-25 protocol (initialize, then requests)."""
+
+    async def run() -> Any:
+        async with (
+            mcp_http_client(token) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            initialized = await session.initialize()
+            return initialized, await work(session)
+
+    return anyio.run(run)
+
+
+def call_tool(url: str, token: str, name: str, arguments: dict[str, Any]) -> CallToolResult:
+    """One tool call as a client of the current protocol (2026-07-28) makes it: one request."""
+
+    async def run() -> CallToolResult:
+        async with (
+            mcp_http_client(token) as http,
+            Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client,
+        ):
+            return await client.call_tool(name, arguments)
+
+    return anyio.run(run)
+
+
+def text_of(result: CallToolResult) -> str:
+    [content] = result.content
+    assert content.type == "text"
+    return content.text
+
+
+# --- Handshake, tools and their schemas --------------------------------------------------------
+
+
+def test_initialize_then_list_tools_gives_every_tool_with_its_schema(mcp, reader):
+    initialized, listed = with_handshake(mcp.url, reader, lambda session: session.list_tools())
+
+    assert (initialized.protocol_version, initialized.server_info.name) == ("2025-11-25", "ground-truth")
+    assert "read_source" in initialized.instructions
+    tools = {tool.name: tool for tool in listed.tools}
+    assert sorted(tools) == TOOLS
+    search = tools["search_docs"]
+    assert search.input_schema["required"] == ["query"]
+    assert search.input_schema["properties"]["limit"] == {
+        "default": 10,
+        "description": "How many passages to return.",
+        "maximum": 50,
+        "minimum": 1,
+        "title": "Limit",
+        "type": "integer",
+    }
+    assert search.input_schema["properties"]["query"]["maxLength"] == 500
+    assert search.description.startswith("Search the indexed documentation")
+    assert tools["ask"].input_schema["required"] == ["question"]
+    assert tools["fetch_brand_asset"].input_schema["required"] == ["product", "kind", "asset_index"]
+    assert tools["list_repositories"].input_schema["properties"] == {}
+    assert all(tool.annotations.read_only_hint for tool in listed.tools)
+
+
+# --- Each tool answers as its REST endpoint -----------------------------------------------------
+
+
+def test_search_docs_answers_what_get_search_answers(mcp, reader, indexed, api_client):
+    result = call_tool(mcp.url, reader, "search_docs", {"query": "ACME_TOKEN environment", "repo": "acme/handbook"})
+
+    rest = api_client.get("/search", {"q": "ACME_TOKEN environment", "repo": "acme/handbook"}, **bearer(reader))
+    assert rest.status_code == 200
+    assert result.is_error is False
+    assert result.structured_content == rest.json()
+    assert json.loads(text_of(result)) == rest.json()
+    commit = mcp.handbook.head()
+    assert rest.json()["results"][0]["citation"] == {
+        "repo": "acme/handbook",
+        "path": "docs/index.md",
+        "commit": commit,
+        "line": 14,
+        "end_line": 16,
+        "url": None,
+        "source_url": f"{WEB_BASE_URL}/sources/acme/handbook/docs/index.md?commit={commit}&start=14&end=16",
+    }
+
+
+def ask_both(mcp: McpSetup, reader: str, api_client, question: str) -> tuple[CallToolResult, dict[str, Any]]:
+    result = call_tool(mcp.url, reader, "ask", {"question": question, "repos": ["acme/handbook"]})
+    rest = api_client.post(
+        "/ask", {"question": question, "scope": {"repos": ["acme/handbook"]}}, format="json", **bearer(reader)
+    )
+    assert rest.status_code == 200
+    return result, rest.json()
+
+
+def test_ask_answers_what_post_ask_answers_with_its_citations(mcp, reader, indexed, api_client):
+    result, rest = ask_both(mcp, reader, api_client, "Where do I set ACME_TOKEN?")
+
+    assert result.is_error is False
+    assert result.structured_content == rest
+    assert (rest["sources_missing"], rest["mode"], rest["answer"]) == (False, "extractive", None)
+    assert rest["citations"] == [
+        {
+            "n": 1,
+            "snippet": "Set `ACME_TOKEN` in the environment.",
+            "repo": "acme/handbook",
+            "path": "docs/index.md",
+            "commit": mcp.handbook.head(),
+            "line": 16,
+            "end_line": 16,
+            "url": None,
+            "source_url": f"{WEB_BASE_URL}/sources/acme/handbook/docs/index.md?commit={mcp.handbook.head()}"
+            "&start=16&end=16",
+        }
+    ]
+
+
+def test_ask_says_sources_missing_as_post_ask_does(mcp, reader, indexed, api_client):
+    question = "How do I rotate the Kubernetes ingress certificates?"
+    result, rest = ask_both(mcp, reader, api_client, question)
+
+    assert result.structured_content == rest
+    assert (rest["sources_missing"], rest["citations"], rest["answer"]) == (True, [], None)
+    assert rest["message"].startswith(
+        f"Sources missing: searched the indexed documentation of acme/handbook at {mcp.handbook.head()[:12]}"
+    )
+
+
+def test_read_source_returns_the_cited_lines_as_get_sources_does(mcp, reader, indexed, api_client):
+    commit = mcp.handbook.head()
+    arguments = {"repo": "acme/handbook", "path": "docs/index.md", "commit": commit[:12], "start": 14, "end": 16}
+    result = call_tool(mcp.url, reader, "read_source", arguments)
+
+    rest = api_client.get(
+        "/sources/acme/handbook/docs/index.md", {"commit": commit[:12], "start": 14, "end": 16}, **bearer(reader)
+    )
+    assert result.is_error is False
+    assert result.structured_content == rest.json()
+    assert result.structured_content == {
+        "repo": "acme/handbook",
+        "path": "docs/index.md",
+        "commit": commit,
+        "start": 14,
+        "end": 16,
+        "line_count": 16,
+        "lines": ["## Configure", "", "Set `ACME_TOKEN` in the environment."],
+        "url": None,
+    }
+    assert result.structured_content["lines"] == HANDBOOK_INDEX.splitlines()[13:16]
+
+
+def test_list_repositories_answers_what_get_repos_answers(mcp, reader, indexed, api_client):
+    result = call_tool(mcp.url, reader, "list_repositories", {})
+
+    rest = api_client.get("/repos", **bearer(reader))
+    assert result.structured_content == rest.json()
+    [repository] = result.structured_content["repositories"]
+    assert (repository["name"], repository["state"], repository["last_commit"]) == (
+        "acme/handbook",
+        "ready",
+        mcp.handbook.head(),
+    )
+
+
+def test_find_brand_assets_answers_what_get_assets_answers(mcp, reader, indexed, api_client):
+    result = call_tool(mcp.url, reader, "find_brand_assets", {"product": "acme-app", "q": "google"})
+
+    rest = api_client.get("/assets", {"product": "acme-app", "q": "google"}, **bearer(reader))
+    assert result.structured_content == {"assets": rest.json()}
+    [badge] = rest.json()
+    assert (badge["kind"], badge["assetIndex"], badge["contentUrl"]) == (
+        "store-badge",
+        1,
+        f"{WEB_BASE_URL}/assets/acme-app/store-badge/1/content",
+    )
+
+
+def test_fetch_brand_asset_gives_a_small_png_as_image_content(mcp, reader, indexed, api_client):
+    result = call_tool(
+        mcp.url, reader, "fetch_brand_asset", {"product": "acme-app", "kind": "store-badge", "asset_index": 1}
+    )
+
+    record, image = result.content
+    assert result.is_error is False
+    assert json.loads(record.text) == api_client.get("/assets/acme-app/store-badge", **bearer(reader)).json()[1]
+    assert (image.type, image.mime_type) == ("image", "image/png")
+    assert base64.b64decode(image.data) == png_bytes(18, 6, lambda x, y: (0, 0, 0, 255))
+
+
+def test_fetch_brand_asset_links_an_svg_to_its_content_url(mcp, reader, indexed):
+    result = call_tool(mcp.url, reader, "fetch_brand_asset", {"product": "acme-app", "kind": "logo", "asset_index": 0})
+
+    record, link = result.content
+    assert json.loads(record.text)["path"] == "logos/acme-light.svg"
+    assert (link.type, str(link.uri), link.name, link.mime_type, link.description) == (
+        "resource_link",
+        f"{WEB_BASE_URL}/assets/acme-app/logo/0/content",
+        "acme-app/logo/0",
+        "image/svg+xml",
+        "Primary logo for light backgrounds",
+    )
+
+
+# --- Bad arguments: tool errors the model can read, not crashes ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "message"),
+    [
+        ("search_docs", {"query": "   "}, "q: q must not be empty"),
+        (
+            "search_docs",
+            {"query": "broker", "repo": "acme/nowhere"},
+            "Unknown repository acme/nowhere; indexed repositories: acme/handbook.",
+        ),
+        (
+            "ask",
+            {"question": "Why?", "repos": ["acme/nowhere"]},
+            "Unknown repository acme/nowhere; indexed repositories: acme/handbook.",
+        ),
+        (
+            "fetch_brand_asset",
+            {"product": "acme-app", "kind": "logo", "asset_index": 7},
+            "acme-app/logo has no asset at index 7; its indexes run from 0 to 1.",
+        ),
+        (
+            "read_source",
+            {"repo": "acme/handbook", "path": "docs/index.md", "commit": "HEAD_COMMIT", "start": 15, "end": 17},
+            "docs/index.md at HEAD_COMMIT_12 has 16 lines; lines 15..17 are past its end.",
+        ),
+        (
+            "read_source",
+            {"repo": "acme/handbook", "path": "../registry/sources.yml", "commit": "HEAD_COMMIT"},
+            "No file '../registry/sources.yml' is indexed in acme/handbook.",
+        ),
+        (
+            "read_source",
+            {"repo": "acme/handbook", "path": "docs/index.md", "commit": "abcdef0"},
+            "No ingest of acme/handbook has seen a commit 'abcdef0'.",
+        ),
+        (
+            "find_brand_assets",
+            {"product": "Acme App"},
+            "product: must be 1-64 characters of lower-case letters, digits, '-' and '_'",
+        ),
+    ],
+)
+def test_arguments_the_service_refuses_are_tool_errors_with_its_message(mcp, reader, indexed, tool, arguments, message):
+    commit = mcp.handbook.head()
+    arguments = {name: commit if value == "HEAD_COMMIT" else value for name, value in arguments.items()}
+    message = message.replace("HEAD_COMMIT_12", commit[:12])
+    result = call_tool(mcp.url, reader, tool, arguments)
+
+    assert result.is_error is True
+    assert text_of(result) == f"Error executing tool {tool}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("search_docs", {"query": "broker", "limit": 0}, "limit"),
+        ("search_docs", {"query": "x" * 501}, "query"),
+        ("search_docs", {}, "query"),
+        ("ask", {"question": "Why?", "repos": []}, "repos"),
+        ("read_source", {"repo": "acme/handbook", "path": "docs/index.md", "commit": "main"}, "commit"),
+        ("read_source", {"repo": "acme/handbook", "path": "docs/index.md", "commit": "abcdef0", "start": 0}, "start"),
+        ("fetch_brand_asset", {"product": "acme-app", "kind": "logo", "asset_index": -1}, "asset_index"),
+    ],
+)
+def test_arguments_outside_the_schema_are_tool_errors_naming_the_field(mcp, reader, indexed, tool, arguments, field):
+    result = call_tool(mcp.url, reader, tool, arguments)
+
+    assert result.is_error is True
+    assert text_of(result).startswith(f"Error executing tool {tool}: 1 validation error")
+    assert f"\n{field}\n" in text_of(result)
+
+
+# --- Refusals: the REST endpoints' keys, problems and rate limits --------------------------------
+
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def mcp_post(mcp: McpSetup, headers: dict[str, str], body: dict[str, Any] = PING) -> httpx.Response:
+    return httpx.post(mcp.url, json=body, headers={**MCP_HEADERS, **headers}, timeout=30)
+
+
+def test_a_ping_with_a_read_key_is_answered_with_the_rate_limit_headers(mcp, reader):
+    response = mcp_post(mcp, {"Authorization": f"Bearer {reader}"})
+
+    assert response.status_code == 200
+    assert response.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert (response.headers["x-ratelimit-limit"], response.headers["x-ratelimit-remaining"]) == (
+        str(RATE_LIMIT),
+        str(RATE_LIMIT - 1),
+    )
+
+
+def test_without_a_key_is_401_problem_as_on_the_rest_endpoints(mcp, api_client):
+    response = mcp_post(mcp, {})
+
+    rest = api_client.get("/search", {"q": "broker"})
+    assert response.status_code == rest.status_code == 401
+    assert response.headers["content-type"] == PROBLEM
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.json() == rest.json()
+    assert response.json()["code"] == "not_authenticated"
+
+
+@pytest.mark.parametrize(
+    ("token", "status", "code"),
+    [
+        ("sk_000000000000_not-a-key-of-ours", 401, "authentication_failed"),
+        ("INGEST_ONLY", 403, "forbidden"),
+        ("USER", 403, "forbidden"),
+    ],
+)
+def test_a_key_the_rest_endpoints_refuse_is_refused_with_the_same_problem(mcp, api_client, token, status, code):
+    if token == "INGEST_ONLY":
+        token = service_key("ingest")
+    elif token == "USER":
+        token = api_key_create(kind=ApiKeyKind.USER, name="a user key", wallet_address=WALLET, scopes=[])[1]
+    response = mcp_post(mcp, {"Authorization": f"Bearer {token}"})
+
+    rest = api_client.get("/search", {"q": "broker"}, **bearer(token))
+    assert response.status_code == rest.status_code == status
+    assert response.headers["content-type"] == PROBLEM
+    assert response.json() == rest.json()
+    assert response.json()["code"] == code
+
+
+def test_the_official_client_with_a_bad_key_gets_no_session(mcp):
+    async def list_tools(session: ClientSession) -> Any:
+        return await session.list_tools()
+
+    with pytest.raises(ExceptionGroup) as refused:
+        with_handshake(mcp.url, "sk_000000000000_not-a-key-of-ours", list_tools)
+    assert refused.group_contains(MCPError, match="^Server returned an error response$", depth=2)
+
+
+def test_mcp_requests_count_against_the_keys_rest_rate_limit_then_429_problem(mcp, reader, api_client):
+    for _ in range(5):
+        assert api_client.get("/repos", **bearer(reader)).status_code == 200
+    answers = [mcp_post(mcp, {"Authorization": f"Bearer {reader}"}) for _ in range(RATE_LIMIT - 5)]
+
+    assert [answer.status_code for answer in answers] == [200] * (RATE_LIMIT - 5)
+    assert [int(answer.headers["x-ratelimit-remaining"]) for answer in answers] == list(range(RATE_LIMIT - 6, -1, -1))
+    refused = mcp_post(mcp, {"Authorization": f"Bearer {reader}"})
+    rest = api_client.get("/repos", **bearer(reader))
+    assert refused.status_code == rest.status_code == 429
+    assert refused.headers["content-type"] == PROBLEM
+    assert refused.json()["code"] == rest.json()["code"] == "rate_limited"
+    assert int(refused.headers["retry-after"]) >= 1
+
+
+def test_the_readme_curl_requests_call_a_tool_without_a_session(mcp, reader, indexed):
+    """README, "MCP server": one POST calls a tool, as a client of 2025-11-25 (no handshake needed
+    by this stateless server) or of 2026-07-28 (the version in the headers and in `_meta`)."""
+    arguments = {"query": "ACME_TOKEN", "limit": 1}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "search_docs", "arguments": arguments},
+    }
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "curl", "version": "8"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    modern = {**call, "params": {**call["params"], "_meta": meta}}
+    modern_headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "search_docs"}
+
+    legacy_answer = mcp_post(mcp, {"Authorization": f"Bearer {reader}"}, call)
+    modern_answer = mcp_post(mcp, {"Authorization": f"Bearer {reader}", **modern_headers}, modern)
+
+    assert legacy_answer.status_code == modern_answer.status_code == 200
+    for answer in (legacy_answer, modern_answer):
+        result = answer.json()["result"]
+        assert result["isError"] is False
+        assert [hit["citation"]["line"] for hit in result["structuredContent"]["results"]] == [14]
+        assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
