@@ -1,11 +1,13 @@
 """Back office for agents: list, search, filter (status, balance, runway), status changes through
-the allowed transitions only, and a link to each agent's chat."""
+the allowed transitions only, a link to each agent's chat, and on an agent's page its finances (at
+2 decimals) beside the price chart of the token they are held in
+(templates/admin/agents/agent/change_form.html)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -15,15 +17,21 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from agentplatform.errors import ApplicationError
+from agentplatform.money import money_text
 from agentplatform.wallet_addresses import wallet_address_normalize
 from agents import admin_keys  # noqa: F401  (API key and wallet session admin, registered on import)
 from agents.models import ALLOWED_STATUS_TRANSITIONS, Agent, AgentStatus
 from agents.selectors import agent_with_runway_queryset
 from agents.services import agent_status_change
 
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
+
 # Money moves through the platform, not through this form: once an agent exists its figures
 # are shown, not edited (a form save would overwrite concurrent updates).
 FINANCIAL_FIELDS = ["balance", "total_revenue", "total_costs", "burn_rate_hourly"]
+PROFILE_FIELDS = ["instance_id", "name", "status", "description", "avatar_url", "model", "owner_address", "tags"]
+TAG_MAX_LENGTH = 40
 
 
 def _allowed_text(status: str) -> str:
@@ -78,12 +86,37 @@ class RunwayFilter(admin.SimpleListFilter):
         return queryset.filter(self.RANGES[value][1])
 
 
+class TagListField(forms.Field):
+    """A JSON list of strings typed as text: tags separated by commas (or one per line), shown back
+    the same way. Blanks and repeats are dropped; the order typed is kept."""
+
+    widget = forms.TextInput(attrs={"size": 60, "placeholder": "trading, research"})
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, list):
+            return ", ".join(str(tag) for tag in value)
+        return "" if value is None else str(value)  # the text typed, when the form is shown again
+
+    def to_python(self, value: Any) -> list[str]:
+        if isinstance(value, list):
+            return value
+        tags = [tag.strip() for tag in str(value or "").replace("\n", ",").split(",")]
+        return list(dict.fromkeys(tag for tag in tags if tag))
+
+    def validate(self, value: list[str]) -> None:
+        super().validate(value)
+        too_long = [tag for tag in value if len(tag) > TAG_MAX_LENGTH]
+        if too_long:
+            raise forms.ValidationError(f"Tags are at most {TAG_MAX_LENGTH} characters: {too_long[0][:60]}…")
+
+
 class AgentAdminForm(forms.ModelForm):
     """The status field offers the current status and its allowed transitions only; a new agent starts
     as pending. Any other value (a crafted or stale form) is refused with the allowed ones named."""
 
     # https is what an avatar URL typed without a scheme means (and Django 6's default).
     avatar_url = forms.URLField(required=False, max_length=200, assume_scheme="https")
+    tags = TagListField(required=False, help_text="Separated by commas, e.g. trading, research.")
 
     class Meta:
         model = Agent
@@ -151,7 +184,15 @@ def _status_action(target: str) -> Callable[..., None]:
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     form = AgentAdminForm
-    list_display = ["name", "instance_id", "status", "balance", "burn_rate_hourly", "runway_hours_display", "chat"]
+    list_display = [
+        "name",
+        "instance_id",
+        "status",
+        "balance_display",
+        "burn_rate_display",
+        "runway_hours_display",
+        "chat",
+    ]
     list_filter = ["status", BalanceRangeFilter, RunwayFilter]
     search_fields = ["name", "instance_id", "owner_address", "model"]
     ordering = ["name"]
@@ -159,16 +200,56 @@ class AgentAdmin(admin.ModelAdmin):
     actions = [_status_action(status) for status in AgentStatus.values]
     list_per_page = 50
 
+    def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> _FieldsetSpec:
+        if obj is None:  # a new agent starts with the figures typed here
+            return [(None, {"fields": [*PROFILE_FIELDS, *FINANCIAL_FIELDS]})]
+        return [
+            (None, {"fields": [*PROFILE_FIELDS]}),
+            (
+                "Finances",
+                {
+                    "fields": [
+                        "balance_display",
+                        "total_revenue_display",
+                        "total_costs_display",
+                        "burn_rate_display",
+                        "runway_hours_display",
+                    ],
+                    "description": "In the platform token; moved by the platform, not edited here.",
+                },
+            ),
+            ("Record", {"fields": ["chat", "created_at", "updated_at"]}),
+        ]
+
     def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> list[str]:
-        return [*self.readonly_fields, *(FINANCIAL_FIELDS if obj else [])]
+        if obj is None:
+            return list(self.readonly_fields)
+        money = ["balance_display", "total_revenue_display", "total_costs_display", "burn_rate_display"]
+        return [*self.readonly_fields, *money, "runway_hours_display"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         return agent_with_runway_queryset()
 
+    @admin.display(description="balance", ordering="balance")
+    def balance_display(self, agent: Agent) -> str:
+        return money_text(agent.balance)
+
+    @admin.display(description="total revenue")
+    def total_revenue_display(self, agent: Agent) -> str:
+        return money_text(agent.total_revenue)
+
+    @admin.display(description="total costs")
+    def total_costs_display(self, agent: Agent) -> str:
+        return money_text(agent.total_costs)
+
+    @admin.display(description="burn / hour", ordering="burn_rate_hourly")
+    def burn_rate_display(self, agent: Agent) -> str:
+        return money_text(agent.burn_rate_hourly)
+
     @admin.display(description="runway (h)", ordering="runway")
     def runway_hours_display(self, agent: Agent) -> str:
         runway = getattr(agent, "runway", None)
-        return "—" if runway is None else f"{runway:.1f}"
+        return "—" if runway is None else f"{runway:,.1f}"
 
     @admin.display(description="chat")
     def chat(self, agent: Agent) -> str:

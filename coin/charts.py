@@ -36,7 +36,8 @@ class PriceChart:
     plot_bottom: int
 
 
-def _price_text(price: Decimal) -> str:
+def price_text(price: Decimal) -> str:
+    """A price at the token's precision without trailing zeros: 8 decimals below 1, else 4."""
     return f"{price:,.8f}".rstrip("0").rstrip(".") if price < 1 else f"{price:,.4f}".rstrip("0").rstrip(".")
 
 
@@ -73,7 +74,7 @@ def price_chart_build(*, history: PriceHistory, period: timedelta) -> PriceChart
         height=HEIGHT,
         line_points=line,
         area_points=area,
-        grid_lines=[AxisLabel(x=LEFT - 6, y=round(y_of(level), 1), text=_price_text(level)) for level in levels],
+        grid_lines=[AxisLabel(x=LEFT - 6, y=round(y_of(level), 1), text=price_text(level)) for level in levels],
         time_labels=[
             AxisLabel(x=LEFT, y=HEIGHT - 8, text=first_at.strftime(date_format)),
             AxisLabel(x=WIDTH - RIGHT, y=HEIGHT - 8, text=last_at.strftime(date_format)),

@@ -1,11 +1,16 @@
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
+from django.utils import timezone
+from pytest_django.asserts import assertContains
 
 from agents.models import Agent, AgentStatus
+from tests.adminpages import changelist_cells, changelist_headers
 from tests.agents.factories import AgentFactory
+from tests.coin.factories import PricePointFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +30,7 @@ def _form_data(agent: Agent, **changes) -> dict:
         "avatar_url": agent.avatar_url,
         "model": agent.model,
         "owner_address": agent.owner_address,
-        "tags": '["test"]',
+        "tags": "test",
     }
     return {**data, **changes}
 
@@ -127,7 +132,7 @@ def test_new_agent_starts_pending_only(admin_client):
         "avatar_url": "",
         "model": "m",
         "owner_address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
-        "tags": "[]",
+        "tags": "",
     }
 
     refused = admin_client.post(url, {**data, "status": "running"})
@@ -161,3 +166,85 @@ def test_status_action_changes_allowed_agents_and_reports_refused_ones(admin_cli
     ]
     statuses = dict(Agent.objects.values_list("instance_id", "status"))
     assert statuses == {"p": "running", "s": "stopped", "r": "running"}
+
+
+def test_changelist_shows_money_at_two_decimals(admin_client):
+    AgentFactory(
+        instance_id="atlas",
+        name="Atlas",
+        balance=Decimal("14102.31000000"),
+        burn_rate_hourly=Decimal("31.205"),  # rounds half up
+    )
+
+    response = admin_client.get(CHANGELIST)
+
+    assert changelist_headers(response) == [
+        "Name",
+        "Instance id",
+        "Status",
+        "Balance",
+        "Burn / hour",
+        "Runway (h)",
+        "Chat",
+    ]
+    assert changelist_cells(response) == [
+        ["Atlas", "atlas", "Running", "14,102.31", "31.21", "451.9", "messages of atlas"]
+    ]
+
+
+def test_change_page_shows_finances_at_two_decimals_beside_the_token_price_chart(admin_client):
+    agent = AgentFactory(
+        balance=Decimal("14102.31000000"),
+        total_revenue=Decimal("1234567.895"),
+        total_costs=Decimal("0.004"),
+        burn_rate_hourly=Decimal("31.20500000"),
+    )
+    PricePointFactory(timestamp=timezone.now() - timedelta(days=2), price=Decimal("0.04200000"))
+    PricePointFactory(timestamp=timezone.now() - timedelta(hours=1), price=Decimal("0.05420352"))
+
+    response = admin_client.get(reverse("admin:agents_agent_change", args=[agent.pk]))
+
+    fields = {
+        line.field["name"]: line.contents()
+        for fieldset in response.context["adminform"]
+        for row in fieldset
+        for line in row
+        if line.is_readonly
+    }
+    assert {name: fields[name] for name in ("balance_display", "total_revenue_display", "total_costs_display")} == {
+        "balance_display": "14,102.31",
+        "total_revenue_display": "1,234,567.90",
+        "total_costs_display": "0.00",
+    }
+    assert (fields["burn_rate_display"], fields["runway_hours_display"]) == ("31.21", "451.9")
+    assert "balance" not in response.context["adminform"].form.fields  # shown, not edited
+    assertContains(response, '<fieldset class="module aligned" id="token-price">', count=1)
+    assertContains(response, "Price, last 30 days (2 points) — now 0.05420352", count=1)
+    assertContains(response, '<polyline class="price-line"', count=1)
+
+
+def test_tags_are_typed_separated_by_commas_and_stored_as_a_json_list(admin_client):
+    agent = AgentFactory(tags=["trading", "research"])
+    url = reverse("admin:agents_agent_change", args=[agent.pk])
+
+    form_page = admin_client.get(url)
+    saved = admin_client.post(url, _form_data(agent, tags=" oracle,  price feeds ,\noracle,, news "))
+
+    assertContains(form_page, 'value="trading, research"', count=1)
+    assert saved.status_code == 302
+    agent.refresh_from_db()
+    assert agent.tags == ["oracle", "price feeds", "news"]
+    assertContains(admin_client.get(url), 'value="oracle, price feeds, news"', count=1)
+
+
+def test_a_tag_too_long_is_refused_and_changes_nothing(admin_client):
+    agent = AgentFactory(tags=["trading"])
+
+    response = admin_client.post(
+        reverse("admin:agents_agent_change", args=[agent.pk]), _form_data(agent, tags="ok, " + "x" * 41)
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {"tags": [f"Tags are at most 40 characters: {'x' * 41}…"]}
+    agent.refresh_from_db()
+    assert agent.tags == ["trading"]

@@ -5,6 +5,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from tests.adminpages import changelist_cells, changelist_headers
 from tests.coin.factories import PricePointFactory, WalletFactory
 
 pytestmark = pytest.mark.django_db
@@ -60,3 +61,30 @@ def test_wallets_are_listed_read_only_and_found_by_checksummed_address(admin_cli
 
     assert [w.address for w in response.context["cl"].result_list] == ["0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"]
     assert admin_client.get(reverse("admin:coin_wallet_add")).status_code == 403
+
+
+def test_wallet_balances_show_two_decimals(admin_client):
+    WalletFactory(address="0x" + "2" * 40, balance=Decimal("15000.00000000"))
+    WalletFactory(address="0x" + "3" * 40, balance=Decimal("0.12500000"))
+
+    response = admin_client.get(reverse("admin:coin_wallet_changelist"))
+
+    assert changelist_headers(response) == ["Address", "Balance", "Updated at"]
+    assert [row[:2] for row in changelist_cells(response)] == [
+        ["0x" + "2" * 40, "15,000.00"],
+        ["0x" + "3" * 40, "0.13"],
+    ]
+
+
+def test_price_points_show_the_price_at_the_tokens_precision_and_amounts_rounded(admin_client):
+    at = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    PricePointFactory(timestamp=at, price=Decimal("0.05420352"), supply=Decimal("1026861165.00000000"))
+    PricePointFactory(timestamp=at + timedelta(hours=1), price=Decimal("12.50000000"), supply=Decimal("1000.4"))
+
+    response = admin_client.get(reverse("admin:coin_pricepoint_changelist"))
+
+    assert changelist_headers(response) == ["Timestamp", "Price", "Supply", "Market cap"]
+    assert [row[1:] for row in changelist_cells(response)] == [
+        ["12.5", "1,000", "12,505.00"],
+        ["0.05420352", "1,026,861,165", "55,659,489.69"],
+    ]
