@@ -6,6 +6,9 @@ forget it: a 429 problem with Retry-After and the X-RateLimit-* headers on rate-
 401 problem on views that read bearer credentials (a wrong key is refused even on a public
 endpoint), 403 where credentials are required, and 400/413/415 on operations that take a JSON body.
 
+Public operations (anonymous callers allowed) have `security: []`, protected ones
+`[{bearerAuth: []}]`, so Swagger UI shows a lock on exactly the operations that need a key.
+
 Two rules keep the schema equal to what the views do: an answer is an array only when the view
 says so (`Serializer(many=True)`), not because its action is named `list` (GET /health, /repos
 and /search answer one object); and a request body serializer that refuses unknown keys
@@ -47,6 +50,25 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class ProblemDetailsAutoSchema(AutoSchema):
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        # Explicit: no credentials needed, whatever a top-level `security` may say one day.
+        operation.setdefault("security", [])
+        # drf-spectacular defines a scheme (cookieAuth for the staff session) in `components` from
+        # its own get_auth, which a view's `extend_schema(auth=...)` replaces: run it for that.
+        AutoSchema.get_auth(self)
+        return operation
+
+    def get_auth(self) -> list[dict[str, Any]]:
+        """A public operation documents no security requirement (`security: []`), though it reads a
+        bearer token when one is sent (a wrong one is a 401, documented with the responses).
+        drf-spectacular's `[{bearerAuth: []}, {}]` says "a key or nothing", which Swagger UI draws
+        as a closed lock before any key is given (the empty requirement is always met), so public
+        operations looked locked and protected ones open."""
+        return [] if self._allows_anonymous() else super().get_auth()
+
     def _is_list_view(self, serializer: Any = None) -> bool:
         if serializer is None:
             serializer = self.get_response_serializers()

@@ -42,6 +42,46 @@ def test_bearer_scheme_is_documented(schema):
     assert "ws_" in scheme["description"] and "ak_" in scheme["description"]
 
 
+@pytest.mark.parametrize(
+    ("operation", "security"),
+    [
+        ("GET /api/agents", []),
+        ("GET /api/chat", []),
+        ("GET /api/auth/nonce", []),
+        ("POST /api/auth/wallet", []),
+        ("GET /health", []),
+        ("POST /api/chat", [{"bearerAuth": []}]),
+        ("GET /api/wisent/balance", [{"bearerAuth": []}]),
+        ("GET /search", [{"bearerAuth": []}, {"cookieAuth": []}]),
+        ("GET /repos", [{"bearerAuth": []}, {"cookieAuth": []}]),
+        ("POST /ingest/repo", [{"bearerAuth": []}, {"cookieAuth": []}]),
+    ],
+)
+def test_public_operations_need_no_credentials_and_protected_ones_name_theirs(schema, operation, security):
+    method, path = operation.split(" ")
+
+    assert schema["paths"][path][method.lower()]["security"] == security
+
+
+def test_no_operation_offers_no_credentials_as_an_alternative(schema):
+    # `{}` among the requirements ("a key, or nothing") is what Swagger UI drew as a closed lock
+    # on public operations; public operations say `security: []` instead.
+    offering_nothing = [name for name, _, op in operations(schema) if {} in op["security"]]
+
+    assert offering_nothing == []
+
+
+def test_every_security_scheme_an_operation_names_is_defined(schema):
+    named = {scheme for _, _, op in operations(schema) for requirement in op["security"] for scheme in requirement}
+
+    assert named == set(schema["components"]["securitySchemes"]) == {"bearerAuth", "cookieAuth"}
+    assert schema["components"]["securitySchemes"]["cookieAuth"] == {
+        "type": "apiKey",
+        "in": "cookie",
+        "name": "sessionid",
+    }
+
+
 def test_problem_details_shape_is_a_component(schema):
     problem = schema["components"]["schemas"]["ProblemDetails"]
 
