@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from agentplatform.admin_display import moment_text
 from agentplatform.errors import InvalidInput
 from agents.models import WALLET_SESSION_PREFIX, ApiKey, ApiKeyKind, ApiKeyScope, WalletSession
 from agents.services import api_key_create, api_key_revoke, api_key_validate, wallet_session_revoke
@@ -76,7 +77,8 @@ class RevokedFilter(admin.SimpleListFilter):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "name", "kind", "binding", "scope_list", "created_at", "last_used_at", "revoked"]
+    # The kind is in the prefix (ak_, uk_, sk_) and the binding; the list filters by it.
+    list_display = ["prefix", "name", "binding_short", "scope_list", "created", "last_used", "revoked"]
     list_filter = ["kind", RevokedFilter]
     search_fields = ["name", "lookup", "wallet_address", "agent__instance_id", "agent__name"]
     list_select_related = ["agent"]
@@ -95,9 +97,24 @@ class ApiKeyAdmin(admin.ModelAdmin):
             return f"wallet {key.wallet_address}"
         return "service"
 
+    @admin.display(description="bound to")
+    def binding_short(self, key: ApiKey) -> str:
+        """The binding with a user key's address shortened (the search box takes the whole one)."""
+        if key.kind == ApiKeyKind.USER and len(key.wallet_address) == 42:
+            return f"wallet {key.wallet_address[:8]}…{key.wallet_address[-6:]}"
+        return self.binding(key)
+
     @admin.display(description="scopes")
     def scope_list(self, key: ApiKey) -> str:
         return ", ".join(key.scopes or []) or "—"
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, key: ApiKey) -> str:
+        return moment_text(key.created_at)
+
+    @admin.display(description="last used (UTC)", ordering="last_used_at")
+    def last_used(self, key: ApiKey) -> str:
+        return moment_text(key.last_used_at)
 
     @admin.display(description="revoked", boolean=True, ordering="revoked_at")
     def revoked(self, key: ApiKey) -> bool:
@@ -111,12 +128,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:  # type: ignore[override]
         if obj is None:
             return ["kind", "name", "agent", "wallet_address", "scopes"]
-        return ["prefix", "name", *self.readonly_after_creation, "created_at", "last_used_at", "revoked_at"]
+        return ["prefix", "name", *self._shown_after_creation, "created_at", "last_used_at", "revoked_at"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         if obj is None:
             return []
-        return ["prefix", *self.readonly_after_creation, "created_at", "last_used_at", "revoked_at"]
+        return ["prefix", *self._shown_after_creation, "created_at", "last_used_at", "revoked_at"]
+
+    @property
+    def _shown_after_creation(self) -> list[str]:
+        # Scopes as the list shows them ("ingest, read"), not as their JSON.
+        return ["scope_list" if name == "scopes" else name for name in self.readonly_after_creation]
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: ModelForm, change: bool) -> None:
         if change:
@@ -175,7 +197,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 @admin.register(WalletSession)
 class WalletSessionAdmin(admin.ModelAdmin):
-    list_display = ["address", "prefix", "created_at", "expires_at", "revoked"]
+    list_display = ["address", "prefix", "created", "expires", "revoked"]
     list_filter = [RevokedFilter]
     search_fields = ["address", "lookup"]
     readonly_fields = ("address", "prefix", "created_at", "expires_at", "revoked_at")
@@ -189,6 +211,14 @@ class WalletSessionAdmin(admin.ModelAdmin):
     @admin.display(description="revoked", boolean=True, ordering="revoked_at")
     def revoked(self, session: WalletSession) -> bool:
         return session.revoked_at is not None
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, session: WalletSession) -> str:
+        return moment_text(session.created_at)
+
+    @admin.display(description="expires (UTC)", ordering="expires_at")
+    def expires(self, session: WalletSession) -> str:
+        return moment_text(session.expires_at)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # sessions come from Sign-In with Ethereum only

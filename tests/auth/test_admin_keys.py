@@ -8,9 +8,11 @@ import re
 import pytest
 from django.contrib.sessions.models import Session
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.models import ApiKey, ApiKeyKind, WalletSession
 from agents.services import api_key_create
+from tests.adminpages import changelist_cells, changelist_headers
 from tests.agents.factories import AgentFactory, bearer, wallet_session_for
 from tests.auth.signing import WALLET
 
@@ -84,24 +86,32 @@ def test_invalid_key_form_shows_the_error_and_creates_nothing(admin_client, fiel
     assert ApiKey.objects.count() == 0
 
 
-def test_key_list_shows_prefix_kind_binding_scopes_and_state(admin_client):
+def test_key_list_shows_prefix_binding_scopes_and_state_in_short_columns(admin_client):
     agent = AgentFactory(instance_id="lister")
     agent_key, _ = api_key_create(kind=ApiKeyKind.AGENT, name="agent one", agent=agent)
     user_key, _ = api_key_create(kind=ApiKeyKind.USER, name="user one", wallet_address=WALLET.address)
-    service_key, _ = api_key_create(kind=ApiKeyKind.SERVICE, name="svc one", scopes=["read"])
+    service_key, _ = api_key_create(kind=ApiKeyKind.SERVICE, name="svc one", scopes=["read", "ingest"])
+    created = timezone.localtime(service_key.created_at).strftime("%Y-%m-%d %H:%M")
 
-    page = admin_client.get(LIST_URL).content.decode()
+    response = admin_client.get(LIST_URL)
 
-    for expected in (
-        f"ak_{agent_key.lookup}…",
-        f"uk_{user_key.lookup}…",
-        f"sk_{service_key.lookup}…",
-        "agent lister",
-        f"wallet {WALLET.address.lower()}",
-        "Last used at",
+    rows = changelist_cells(response)
+    address = WALLET.address.lower()
+    assert rows == [
+        [f"sk_{service_key.lookup}…", "svc one", "service", "ingest, read", created, "—", "False"],
+        [f"uk_{user_key.lookup}…", "user one", f"wallet {address[:8]}…{address[-6:]}", "—", created, "—", "False"],
+        [f"ak_{agent_key.lookup}…", "agent one", "agent lister", "—", created, "—", "False"],
+    ]
+    assert changelist_headers(response) == [
+        "Prefix",
+        "Name",
+        "Bound to",
+        "Scopes",
+        "Created (UTC)",
+        "Last used (UTC)",
         "Revoked",
-    ):
-        assert expected in page
+    ]
+    page = response.content.decode()
     assert "delete_selected" not in page
     assert 'value="revoke_keys"' in page
 
