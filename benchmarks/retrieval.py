@@ -518,13 +518,35 @@ def ask_table(title: str, rows: list[tuple[str, AskMetrics]]) -> None:
         )
 
 
-def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool) -> None:
+def features_write(run: Run, path: Path) -> None:
+    """One JSON line per answer: the question, its fold and label, and its evidence features."""
+    with path.open("w") as out:
+        for answer in run.answers:
+            record = {
+                "id": answer.question.id,
+                "fold": answer.question.fold,
+                "wording": answer.wording,
+                "answerable": answer.question.answerable,
+                "ranks": answer.ranks,
+                "citation_hits": [
+                    answer.question.answerable and _overlaps(answer.question, location) for location in answer.citations
+                ],
+                "sources_missing": answer.sources_missing,
+                "features": answer.features,
+            }
+            out.write(json.dumps(record) + "\n")
+    print(f"evidence features of {len(run.answers)} answers written to {path}")
+
+
+def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, features_out: Path | None) -> None:
     from groundtruth.search.fusion import fusion_parameters_configured
 
     configured = fusion_parameters_configured()
     started = time.monotonic()
     shipped = questions_ask(evaluation, fusion=configured)
     print(f"\nevery question asked in {time.monotonic() - started:.0f} s")
+    if features_out is not None:
+        features_write(shipped, features_out)
     print(
         f"shipped configuration: SEARCH_HEADING_WEIGHT={configured.heading_weight:g} "
         f"SEARCH_LEXICAL_WEIGHT={configured.lexical_weight:g} SEARCH_DENSE_WEIGHT={configured.dense_weight:g} "
@@ -641,6 +663,11 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "retrieval")
     parser.add_argument("--no-cross-validation", action="store_true")
     parser.add_argument("--misses", action="store_true", help="list what the shipped configuration missed")
+    parser.add_argument(
+        "--features-out",
+        type=Path,
+        help="write every answer's evidence features of the shipped run as JSON lines, for studying the model",
+    )
     args = parser.parse_args()
 
     ferrite = ferrite_load(ROOT / "benchmarks" / "questions.yml")
@@ -665,7 +692,9 @@ def main() -> None:
     benchmark_database_use(database)
     print("ingest through the registry and the real pipeline:")
     corpus_ingest()
-    evaluate(evaluation, misses=args.misses, cross_validate=not args.no_cross_validation)
+    evaluate(
+        evaluation, misses=args.misses, cross_validate=not args.no_cross_validation, features_out=args.features_out
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ answers, and that passage is prose, not the section's title. So:
   question's lexemes it contains (the same stemming and identifier rules as the index). The
   words of a title count for the first block under it: a question that matches a FAQ heading
   ("How do I use a proxy?") is answered by the paragraph below it.
+- A paragraph that asks (its last line ends with "?") right under a title, with more text after
+  it in the same section, is part of the question, as FAQs write it ("When using nvprof ...
+  what is going on?"): it is treated as the title's continuation, its words count for the next
+  block, and it is not cited itself.
 - The snippet is the best block (the first one when no block holds a question word, as for a
   passage the dense leg found by meaning alone), followed by the next blocks of the same
   section while the snippet stays within ASK_SNIPPET_MAX_LINES lines. A block longer than that
@@ -18,6 +22,7 @@ answers, and that passage is prose, not the section's title. So:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from groundtruth.ingest.chunking import line_roles
@@ -60,7 +65,22 @@ def _best_window(weights: list[set[str]], idf: dict[str, float], start: int, end
     return best
 
 
+def _questions_as_titles(lines: list[str], roles: list[str]) -> list[str]:
+    """`roles` with each asking paragraph marked as a title: a paragraph right under a title
+    (blank and markup lines between), ending with "?", followed by more text in its section."""
+    roles = list(roles)
+    blocks = _text_blocks(roles)
+    for (start, end), (next_start, _) in itertools.pairwise(blocks):
+        before = [role for role in roles[:start] if role not in ("blank", "markup")]
+        under_title = bool(before) and before[-1] == "heading"
+        same_section = "heading" not in roles[end:next_start]
+        if under_title and same_section and lines[end - 1].rstrip().endswith("?"):
+            roles[start:end] = ["heading"] * (end - start)
+    return roles
+
+
 def _narrow(lines: list[str], roles: list[str], lexemes: list[set[str]], idf: dict[str, float], max_lines: int):
+    roles = _questions_as_titles(lines, roles)
     blocks = _text_blocks(roles)
     if not blocks:  # a chunk of titles or markup only: cite it whole, within the limit
         return 0, min(len(lines), max_lines)

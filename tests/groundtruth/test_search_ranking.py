@@ -355,3 +355,61 @@ def test_snippet_of_a_chunk_sharing_no_word_with_the_question_is_its_first_parag
     (snippet,) = snippets_narrow(chunks=[chunk], query=lexical_query_build(text="zebra"), max_lines=2)
 
     assert (snippet.text, snippet.start_line, snippet.end_line) == ("first line.\nsecond line.", 8, 9)
+
+
+def test_a_paragraph_that_asks_under_a_faq_title_is_the_question_not_the_answer():
+    repository = RepositoryFactory()
+    (chunk,) = chunks_index(
+        repository,
+        [
+            Section(
+                path="docs/faq.rst",
+                heading=("FAQ", 'nvprof reports "No kernels were profiled"'),
+                text=(
+                    'nvprof reports "No kernels were profiled"\n'
+                    "-----------------------------------------\n"
+                    "\n"
+                    "When using the ``nvprof`` tool to profile jitted code, the output contains\n"
+                    "``No kernels were profiled`` but kernels clearly ran, what is going on?\n"
+                    "\n"
+                    "The profiling data is not flushed on program exit.\n"
+                    "Call ``profile_stop()`` before the program exits.\n"
+                    "Kernels then show up in the profile."
+                ),
+                start_line=10,
+            )
+        ],
+    )
+
+    (snippet,) = snippets_narrow(
+        chunks=[chunk],
+        query=lexical_query_build(text="nvprof shows no kernels profiled although they ran"),
+        max_lines=3,
+    )
+
+    # Lines 16-18: the answer; the asking paragraph (13-14) counts as the title's continuation.
+    assert (snippet.start_line, snippet.end_line) == (16, 18)
+    assert snippet.text == (
+        "The profiling data is not flushed on program exit.\n"
+        "Call ``profile_stop()`` before the program exits.\n"
+        "Kernels then show up in the profile."
+    )
+
+
+def test_an_asking_paragraph_with_nothing_after_it_in_the_chunk_is_still_cited():
+    repository = RepositoryFactory()
+    (chunk,) = chunks_index(
+        repository,
+        [
+            Section(
+                path="docs/faq.rst",
+                heading=("FAQ", "Profiling"),
+                text="Profiling\n---------\n\nWhy does nvprof report no kernels?",
+                start_line=1,
+            )
+        ],
+    )
+
+    (snippet,) = snippets_narrow(chunks=[chunk], query=lexical_query_build(text="nvprof kernels"), max_lines=3)
+
+    assert (snippet.text, snippet.start_line, snippet.end_line) == ("Why does nvprof report no kernels?", 4, 4)
