@@ -5,13 +5,17 @@ exactly the lines the index cites."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
+from rest_framework.test import APIRequestFactory
 
 from agentplatform.errors import InvalidInput
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.git_access import GitRepository
 from groundtruth.models import Chunk, IngestStatus, Repository
+from groundtruth.search.citations import citation_for
+from groundtruth.search_serializers import citation_with_source_url
 from groundtruth.source_lines import read_source_lines
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, HANDBOOK_INDEX, sources_yaml
@@ -20,6 +24,7 @@ from tests.groundtruth.factories import IngestRunFactory, bearer, service_key
 pytestmark = pytest.mark.django_db
 
 INDEX_PATH = "/sources/acme/handbook/docs/index.md"
+FERRITE_CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "ferrite"
 
 
 def _ingested(repository_name: str = "acme/handbook") -> str:
@@ -370,3 +375,26 @@ def test_every_ask_citation_source_url_shows_exactly_its_snippet(
             citation["end_line"],
         )
         assert source["lines"] == citation["snippet"].split("\n")
+
+
+def test_every_chunk_of_a_real_documentation_corpus_is_its_files_lines(
+    api_client, tmp_path, registry_repo, no_embeddings, reader
+):
+    # The project's own documentation corpus (benchmarks/corpus/ferrite: Markdown, YAML, prose,
+    # tables, code fences), ingested whole; each chunk's citation URL is built as /search builds it.
+    tree = GitWorkTree.create(tmp_path / "ferrite")
+    shutil.copytree(FERRITE_CORPUS, tree.path, dirs_exist_ok=True)
+    tree.commit("ferrite docs")
+    registry_repo(sources_yaml({"name": "acme/ferrite", "url": str(tree.path), "include": ["**/*.md", "**/*.yml"]}))
+    _ingested("acme/ferrite")
+    request = APIRequestFactory().get("/search")
+    chunks = list(Chunk.objects.filter(repository__name="acme/ferrite").select_related("repository"))
+
+    assert len(chunks) == 196  # every chunk of the 50 files: no sample, all of them
+    for chunk in chunks:
+        citation = citation_with_source_url(
+            citation_for(chunk, start_line=chunk.start_line, end_line=chunk.end_line), request=request
+        )
+        source = api_client.get(citation["source_url"], **reader)
+        assert source.status_code == 200, (citation, source.content)
+        assert source.json()["lines"] == chunk.text.split("\n"), citation
