@@ -80,13 +80,15 @@ def idempotency_key_parse(value: str | None) -> str:
 def last_event_id_parse(*, header: str | None, query: str | None) -> int | None:
     """Where a stream resumes: the `Last-Event-ID` header (an EventSource sends it when it
     reconnects, while its URL keeps the query it opened with), else `?last_event_id=`; None
-    for neither. Digits only, up to a bigint; anything else is refused, an empty value too."""
-    field, value = ("Last-Event-ID", header) if header is not None else ("last_event_id", query)
-    if value is None:
-        return None
-    if not (value.isascii() and value.isdigit() and int(value) <= BIGINT_MAX):
-        raise InvalidInput.for_field(field, LAST_EVENT_ID_RULE)
-    return int(value)
+    for neither. Each one sent must be digits up to a bigint (an empty value is refused too)."""
+    parsed: dict[str, int] = {}
+    for field, value in (("Last-Event-ID", header), ("last_event_id", query)):
+        if value is None:
+            continue
+        if not (value.isascii() and value.isdigit() and int(value) <= BIGINT_MAX):
+            raise InvalidInput.for_field(field, LAST_EVENT_ID_RULE)
+        parsed[field] = int(value)
+    return parsed.get("Last-Event-ID", parsed.get("last_event_id"))
 
 
 class ChatMessageSerializer(FlatRowSerializer):

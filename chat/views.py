@@ -28,6 +28,7 @@ from agentplatform.ratelimits import PUBLIC, RateLimitedViewMixin, client_ip, co
 from agentplatform.response_cache import cached_response
 from chat.selectors import chat_feed, chat_message_get
 from chat.serializers import (
+    BIGINT_MAX,
     IDEMPOTENCY_KEY_PATTERN,
     IDEMPOTENCY_KEY_RULE,
     ChatFeedQuerySerializer,
@@ -184,14 +185,14 @@ class ChatStreamView(RateLimitedViewMixin, APIView):
         parameters=[
             OpenApiParameter(
                 "Last-Event-ID",
-                {"type": "string", "pattern": "^[0-9]+$"},
+                {"type": "integer", "minimum": 0, "maximum": BIGINT_MAX},
                 OpenApiParameter.HEADER,
                 required=False,
                 description="Resume after this message id; wins over `last_event_id`.",
             ),
             OpenApiParameter(
                 "last_event_id",
-                {"type": "string", "pattern": "^[0-9]+$"},
+                {"type": "integer", "minimum": 0, "maximum": BIGINT_MAX},
                 OpenApiParameter.QUERY,
                 required=False,
                 description=(
@@ -207,7 +208,7 @@ class ChatStreamView(RateLimitedViewMixin, APIView):
             307: OpenApiResponse(description="From the web process: the stream is at the `Location` header's URL."),
             **problem_responses(
                 {
-                    400: "`Last-Event-ID` or `last_event_id` is not a message id.",
+                    400: "`Last-Event-ID` or `last_event_id` is not a message id (also from the web process).",
                     429: "The public rate limit is spent (`rate_limited`, with `Retry-After`), or this client IP "
                     "already has `CHAT_STREAM_MAX_PER_IP` streams open (`too_many_streams`).",
                     503: "The database is unavailable (`database_unavailable`, with `Retry-After`).",
@@ -217,6 +218,8 @@ class ChatStreamView(RateLimitedViewMixin, APIView):
         tags=["chat"],
     )
     def get(self, request: Request) -> HttpResponse:
+        # Refused here as the stream process would refuse it, rather than redirected there.
+        last_event_id_parse(header=request.headers.get("Last-Event-ID"), query=request.GET.get("last_event_id"))
         return HttpResponse(status=307, headers={"Location": chat_stream_url(request), **STREAM_CORS_HEADERS})
 
 

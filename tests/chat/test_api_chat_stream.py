@@ -232,6 +232,7 @@ def test_a_connection_counts_once_against_the_public_rate_limit_and_past_it_is_4
         ({"Last-Event-ID": "-1"}, {}, "Last-Event-ID"),
         ({}, {"last_event_id": ""}, "last_event_id"),
         ({}, {"last_event_id": str(2**63)}, "last_event_id"),
+        ({"Last-Event-ID": "5"}, {"last_event_id": "x"}, "last_event_id"),  # the header wins, but both must be ids
     ],
 )
 def test_a_malformed_last_event_id_is_400_problem(stream_url, headers, params, field):
@@ -254,6 +255,17 @@ def test_the_web_process_answers_307_to_the_stream_process_with_the_query_kept(a
 
     settings.CHAT_STREAM_URL = "https://stream.example.com/api/chat/stream"
     assert api_client.get("/api/chat/stream").headers["Location"] == "https://stream.example.com/api/chat/stream"
+
+
+def test_the_web_process_refuses_a_malformed_last_event_id_with_400_problem_instead_of_redirecting(api_client):
+    response = api_client.get("/api/chat/stream?last_event_id=", HTTP_LAST_EVENT_ID="12x")
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == PROBLEM
+    assert response.json()["errors"] == [
+        {"field": "Last-Event-ID", "message": "must be a message id (digits; 0 replays every visible message)"}
+    ]
+    assert "Location" not in response
 
 
 def test_with_redis_frozen_streams_keep_their_heartbeats_and_get_posts_from_the_database(
