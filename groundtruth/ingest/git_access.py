@@ -43,6 +43,7 @@ import hashlib
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -357,6 +358,9 @@ class GitRepository:
             env=self._environment(),
         )
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        # A git that hangs (a stalled disk) is killed: its output then ends, and the read fails.
+        watchdog = threading.Timer(self.timeout_seconds, process.kill)
+        watchdog.start()
         try:
             # The commit first, so that a commit the cache lacks is told apart from a missing path.
             process.stdin.write(f"{commit}^{{commit}}\n{commit}:{path}\n".encode("utf-8", errors="surrogateescape"))
@@ -375,8 +379,12 @@ class GitRepository:
             size = int(header[2])
             if size > max_bytes:
                 raise GitFileTooLarge(f"{path} at {commit[:12]} has {size} bytes, over {max_bytes}", size=size)
-            return process.stdout.read(size)
+            data = process.stdout.read(size)
+            if len(data) != size:
+                raise GitError(f"git cat-file ended early reading {path} at {commit[:12]} of {self.shown_as}")
+            return data
         finally:
+            watchdog.cancel()
             # Nothing more is read: a file too large is not streamed to its end.
             if process.poll() is None:
                 process.kill()
