@@ -13,8 +13,9 @@ import httpx
 import pytest
 from django.utils import timezone
 
+from agentplatform.redis_breaker import redis_breaker
 from agents.models import AgentStatus
-from chat.announcements import chat_message_announce
+from chat.announcements import chat_message_announce, chat_redis_location
 from chat.models import ChatMessage
 from chat.services import chat_message_hide
 from tests import celeryworker
@@ -290,3 +291,15 @@ def test_with_redis_frozen_streams_keep_their_heartbeats_and_get_posts_from_the_
                         assert "x-ratelimit-remaining" not in during.headers
         log = (tmp_path / "stream.log").read_text()
     assert "Redis unavailable" in log
+
+
+def test_a_post_is_stored_and_answered_201_when_redis_is_unreachable_for_its_announcement(
+    api_client, poster, redis_unreachable
+):
+    _, key = poster
+
+    message = post(api_client, key, "nobody hears")
+
+    assert ChatMessage.objects.filter(pk=int(message["id"]), message="nobody hears").count() == 1
+    # Redis is left alone for a while: the next posts do not wait on it either.
+    assert redis_breaker.is_open(chat_redis_location())

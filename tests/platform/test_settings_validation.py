@@ -67,6 +67,17 @@ def setting(name: str, tmp_path: Path, **environment: str) -> str:
             "10/0m",
             "RATE_LIMIT_ADMIN_LOGIN must look like 100/m (count/[n]s|m|h|d), got '10/0m'",
         ),
+        (
+            "CHAT_STREAM_HEARTBEAT_SECONDS",
+            "0",
+            "CHAT_STREAM_HEARTBEAT_SECONDS must be a positive number of seconds, got 0.0",
+        ),
+        (
+            "CHAT_STREAM_URL",
+            "stream.example.com/api/chat/stream",
+            "CHAT_STREAM_URL must be an http(s) URL with a path and no query, got 'stream.example.com/api/chat/stream'",
+        ),
+        ("CHAT_STREAM_MAX_PER_IP", "0", "CHAT_STREAM_MAX_PER_IP must be a positive integer, got 0"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, variable, value, message):
