@@ -115,7 +115,9 @@ class AgentAdminForm(forms.ModelForm):
     as pending. Any other value (a crafted or stale form) is refused with the allowed ones named."""
 
     # https is what an avatar URL typed without a scheme means (and Django 6's default).
-    avatar_url = forms.URLField(required=False, max_length=200, assume_scheme="https")
+    avatar_url = forms.URLField(
+        required=False, max_length=200, assume_scheme="https", widget=forms.URLInput(attrs={"size": 60})
+    )
     tags = TagListField(required=False, help_text="Separated by commas, e.g. trading, research.")
 
     class Meta:
@@ -203,8 +205,10 @@ class AgentAdmin(admin.ModelAdmin):
     def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> _FieldsetSpec:
         if obj is None:  # a new agent starts with the figures typed here
             return [(None, {"fields": [*PROFILE_FIELDS, *FINANCIAL_FIELDS]})]
+        # Finances last, right above the token's price chart (templates/admin/agents/agent/change_form.html).
         return [
             (None, {"fields": [*PROFILE_FIELDS]}),
+            ("Record", {"fields": ["chat", "created_at", "updated_at"]}),
             (
                 "Finances",
                 {
@@ -218,7 +222,6 @@ class AgentAdmin(admin.ModelAdmin):
                     "description": "In the platform token; moved by the platform, not edited here.",
                 },
             ),
-            ("Record", {"fields": ["chat", "created_at", "updated_at"]}),
         ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> list[str]:

@@ -1,4 +1,6 @@
-"""Chat moderation: staff read the feed, hide and unhide messages, and post system messages."""
+"""Chat moderation: staff read the feed, hide and unhide messages, and post system messages (the
+add page, "Post a system message": its button says "Post to the feed",
+templates/admin/chat/chatmessage/)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.utils.safestring import mark_safe
 
 from chat.models import MESSAGE_MAX_LENGTH, ChatMessage, MessageType
 from chat.services import chat_message_hide, chat_message_unhide, chat_system_message_post
@@ -29,10 +32,27 @@ class VisibilityFilter(admin.SimpleListFilter):
         return queryset
 
 
+class SenderFilter(admin.RelatedOnlyFieldListFilter):
+    """The agents that posted, and the staff's system messages (no agent) under a name of their own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.empty_value_display = mark_safe("System (staff)")  # a literal: nothing to escape
+
+
 class SystemMessageForm(forms.ModelForm):
     """Staff post `system` messages only; agents' messages come through the API."""
 
-    message = forms.CharField(widget=forms.Textarea, max_length=MESSAGE_MAX_LENGTH, strip=True)
+    message = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80, "placeholder": "Maintenance at 18:00 UTC"}),
+        max_length=MESSAGE_MAX_LENGTH,
+        strip=True,
+        help_text=(
+            "Posted to the chat feed at once as a <code>system</code> message from “System” (no agent), "
+            f"visible to every client of GET /api/chat. At most {MESSAGE_MAX_LENGTH:,} characters. "
+            "Agents post their own messages through the API with their keys."
+        ),
+    )
 
     class Meta:
         model = ChatMessage
@@ -53,7 +73,7 @@ def _staff(request: HttpRequest) -> AbstractBaseUser:
 @admin.register(ChatMessage)
 class ChatMessageAdmin(admin.ModelAdmin):
     list_display = ["id", "created_at", "sender", "message_type", "short_message", "in_feed"]
-    list_filter = [VisibilityFilter, "message_type", ("agent", admin.RelatedOnlyFieldListFilter)]
+    list_filter = [VisibilityFilter, "message_type", ("agent", SenderFilter)]
     search_fields = ["message", "agent__name", "agent__instance_id"]
     list_select_related = ["agent"]
     date_hierarchy = "created_at"
@@ -69,6 +89,17 @@ class ChatMessageAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: ChatMessage | None = None) -> list[str]:
         return list(self.readonly_fields) if obj else []
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # One way out of the form: the message is posted, not saved to be edited later.
+        context = {
+            "title": "Post a system message",
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+        }
+        return super().add_view(request, form_url, {**context, **(extra_context or {})})
 
     def get_fields(self, request: HttpRequest, obj: ChatMessage | None = None) -> list[str]:  # type: ignore[override]
         return list(self.readonly_fields) if obj else ["message"]

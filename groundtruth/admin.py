@@ -1,19 +1,29 @@
 """Admin of the ground-truth ingest: the registry and its repositories, ingest runs, chunks.
 
-Rows come from the registry and the ingest, so they are read-only here: sources.yml is the
-place to change a repository. Staff can start an ingest ("Ingest now") and edit the beat
-schedule under Periodic tasks (django-celery-beat).
+Rows come from the registry and the ingest, so they are read-only here (no add, edit or delete):
+sources.yml is the place to change a repository. Staff can start an ingest ("Ingest now") and
+edit the beat schedule under Periodic tasks (django-celery-beat). A repository links to its runs
+and its chunks (the change lists filtered to it); a run to its repository and its chunks.
 """
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
 
+from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten_fieldsets
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from agentplatform.admin_display import duration_text, moment_text
 from agentplatform.errors import ApplicationError
 from groundtruth import selectors, services
-from groundtruth.models import Chunk, IngestRun, IngestTrigger, Registry, Repository
+from groundtruth.models import Chunk, IngestRun, IngestStatus, IngestTrigger, Registry, Repository
 
 
 class _ReadOnlyAdmin(admin.ModelAdmin):
@@ -22,6 +32,31 @@ class _ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+# The phases of groundtruth/ingest/pipeline.py in the order it runs them (the keys of a run's timings).
+INGEST_PHASES = ("registry", "fetch", "select", "chunk_embed_write", "swap")
+
+
+def _changes_text(*, added: int, updated: int, removed: int) -> str:
+    """What a run changed, zeros left out: `12 added, 1 updated`, or `no change`."""
+    counts = [(added, "added"), (updated, "updated"), (removed, "removed")]
+    return ", ".join(f"{count:,} {what}" for count, what in counts if count) or "no change"
+
+
+def _changelist_link(model: str, repository: Repository, text: str) -> SafeString:
+    """A link to the change list of `model` (`ingestrun`, `chunk`) filtered to the repository."""
+    url = reverse(f"admin:groundtruth_{model}_changelist") + f"?repository__id__exact={repository.pk}"
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+def _lines(items: Iterable[str]) -> SafeString | str:
+    """A list as one item per line (globs and owners are read better so than as JSON)."""
+    html = format_html_join("", "<li><code>{}</code></li>", ((item,) for item in items))
+    return format_html('<ul class="plain-list">{}</ul>', html) if html else "—"
 
 
 class RepositoryInline(admin.TabularInline):
@@ -61,7 +96,13 @@ def ingest_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Que
             modeladmin.message_user(request, f"{repository.name}: {exc.detail} {details}".strip(), messages.ERROR)
             continue
         verb = "queued as" if item.created else "already has"
-        modeladmin.message_user(request, f"{repository.name}: {verb} run {item.run.pk} ({item.run.status})")
+        run_url = reverse("admin:groundtruth_ingestrun_change", args=[item.run.pk])
+        modeladmin.message_user(
+            request,
+            format_html(
+                '{}: {} <a href="{}">run {}</a> ({})', repository.name, verb, run_url, item.run.pk, item.run.status
+            ),
+        )
 
 
 @admin.register(Repository)
@@ -69,36 +110,44 @@ class RepositoryAdmin(_ReadOnlyAdmin):
     list_display = [
         "name",
         "state",
-        "enabled",
         "trust",
         "ref",
         "short_commit",
-        "chunk_count",
-        "file_count",
-        "last_ingested_at",
+        "files",
+        "chunks_link",
+        "runs_link",
+        "last_ingested",
     ]
     list_filter = ["enabled", "trust", "is_transcript"]
     search_fields = ["name", "url"]
     actions = [ingest_now]
-    readonly_fields = [
-        "name",
-        "registry",
-        "url",
-        "ref",
-        "trust",
-        "owners",
-        "include",
-        "exclude",
-        "enabled",
-        "is_transcript",
-        "last_commit",
-        "last_ingested_at",
-        "index_version",
-        "file_count",
-        "chunk_count",
-        "created_at",
-        "updated_at",
+    fieldsets = [
+        (None, {"fields": ["name", "registry", "url", "ref", "trust", "enabled", "is_transcript"]}),
+        (
+            "Files indexed",
+            {
+                "fields": ["owners_list", "include_list", "exclude_list"],
+                "description": "As sources.yml lists them: the registry repository is the place to change them.",
+            },
+        ),
+        (
+            "Index",
+            {
+                "fields": [
+                    "state",
+                    "last_commit",
+                    "last_ingested_at",
+                    "index_version",
+                    "file_count",
+                    "chunks_link",
+                    "runs_link",
+                    "created_at",
+                    "updated_at",
+                ]
+            },
+        ),
     ]
+    readonly_fields = flatten_fieldsets(fieldsets)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Repository]:
         return selectors.repository_list()
@@ -106,6 +155,10 @@ class RepositoryAdmin(_ReadOnlyAdmin):
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         # The changelist needs "change" for actions to show; the form stays read-only.
         return bool(request.user and request.user.is_staff) if obj is None else False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # "to change", Django's word when actions are allowed, promises an edit the pages do not offer.
+        return super().changelist_view(request, {"title": "Select repository to view", **(extra_context or {})})
 
     @admin.display(description="state")
     def state(self, repository: Repository) -> str:
@@ -115,44 +168,139 @@ class RepositoryAdmin(_ReadOnlyAdmin):
     def short_commit(self, repository: Repository) -> str:
         return repository.last_commit[:12]
 
+    @admin.display(description="files", ordering="file_count")
+    def files(self, repository: Repository) -> str:
+        return f"{repository.file_count:,}"
+
+    @admin.display(description="last ingested (UTC)", ordering="last_ingested_at")
+    def last_ingested(self, repository: Repository) -> str:
+        return moment_text(repository.last_ingested_at)
+
+    @admin.display(description="chunks", ordering="chunk_count")
+    def chunks_link(self, repository: Repository) -> SafeString:
+        return _changelist_link("chunk", repository, f"{repository.chunk_count:,}")
+
+    @admin.display(description="runs")
+    def runs_link(self, repository: Repository) -> SafeString | str:
+        if getattr(repository, "latest_run_id", None) is None:
+            return "none yet"
+        return _changelist_link("ingestrun", repository, "all runs")
+
+    @admin.display(description="owners")
+    def owners_list(self, repository: Repository) -> SafeString | str:
+        return _lines(repository.owners)
+
+    @admin.display(description="include")
+    def include_list(self, repository: Repository) -> SafeString | str:
+        return _lines(repository.include)
+
+    @admin.display(description="exclude")
+    def exclude_list(self, repository: Repository) -> SafeString | str:
+        return _lines(repository.exclude)
+
 
 @admin.register(IngestRun)
 class IngestRunAdmin(_ReadOnlyAdmin):
     list_display = [
         "id",
         "repository",
-        "status",
+        "status_and_phase",
         "trigger",
-        "phase",
         "short_commit",
-        "files_added",
-        "files_updated",
-        "files_removed",
-        "files_unchanged",
-        "chunks_added",
-        "chunks_removed",
-        "chunks_embedded",
-        "created_at",
-        "finished_at",
+        "files_changed",
+        "chunks_changed",
+        "created",
+        "took",
         "short_error",
     ]
     list_filter = ["status", "trigger", "repository"]
     search_fields = ["repository__name", "commit", "error"]
     list_select_related = ["repository"]
-    readonly_fields = [field.name for field in IngestRun._meta.fields]
+    fieldsets = [
+        (None, {"fields": ["repository", "chunks_link", "ref", "commit", "status", "trigger", "phase", "error"]}),
+        (
+            "Files and chunks",
+            {
+                "fields": [
+                    "files_total",
+                    "files_processed",
+                    "files_changed",
+                    "files_unchanged",
+                    "files_skipped_list",
+                    "chunks_changed",
+                    "chunks_unchanged",
+                    "chunks_embedded",
+                ]
+            },
+        ),
+        (
+            "Timing",
+            {"fields": ["created_at", "started_at", "heartbeat_at", "finished_at", "took", "phase_timings"]},
+        ),
+        ("Worker", {"fields": ["attempts", "task_id", "worker"]}),
+    ]
+    readonly_fields = flatten_fieldsets(fieldsets)
 
     @admin.display(description="commit")
     def short_commit(self, run: IngestRun) -> str:
         return run.commit[:12]
 
+    @admin.display(description="status", ordering="status")
+    def status_and_phase(self, run: IngestRun) -> str:
+        """The phase says what a running run does and where a failed one stopped."""
+        if run.status in (IngestStatus.RUNNING, IngestStatus.FAILED) and run.phase:
+            return f"{run.status} ({run.phase.replace('_', ', ')})"
+        return run.status
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, run: IngestRun) -> str:
+        return moment_text(run.created_at)
+
     @admin.display(description="error")
-    def short_error(self, run: IngestRun) -> str:
-        return run.error[:120]
+    def short_error(self, run: IngestRun) -> SafeString | str:
+        if len(run.error) <= 60:
+            return run.error
+        return format_html('<span title="{}">{}…</span>', run.error, run.error[:59])
+
+    @admin.display(description="files")
+    def files_changed(self, run: IngestRun) -> str:
+        return _changes_text(added=run.files_added, updated=run.files_updated, removed=run.files_removed)
+
+    @admin.display(description="chunks")
+    def chunks_changed(self, run: IngestRun) -> str:
+        return _changes_text(added=run.chunks_added, updated=run.chunks_updated, removed=run.chunks_removed)
+
+    @admin.display(description="took")
+    def took(self, run: IngestRun) -> str:
+        if run.started_at is None or run.finished_at is None:
+            return "—"
+        return duration_text((run.finished_at - run.started_at) / timedelta(seconds=1))
+
+    @admin.display(description="time per phase")
+    def phase_timings(self, run: IngestRun) -> SafeString | str:
+        # JSONB keeps no key order: the phases in the order the pipeline runs them, the total last.
+        order = {phase: position for position, phase in enumerate(INGEST_PHASES)}
+        names = sorted(run.timings, key=lambda phase: (phase == "total", order.get(phase, len(order)), phase))
+        phases = [(name.replace("_", ", "), duration_text(run.timings[name])) for name in names]
+        if not phases:
+            return "—"
+        return format_html_join(" · ", "{} <strong>{}</strong>", phases)
+
+    @admin.display(description="files skipped")
+    def files_skipped_list(self, run: IngestRun) -> SafeString | str:
+        if not run.files_skipped:
+            return "none"
+        rows = ((path, reason) for path, reason in run.files_skipped)
+        return format_html('<ul class="plain-list">{}</ul>', format_html_join("", "<li><code>{}</code>: {}</li>", rows))
+
+    @admin.display(description="indexed chunks")
+    def chunks_link(self, run: IngestRun) -> SafeString:
+        return _changelist_link("chunk", run.repository, f"the chunks of {run.repository.name}")
 
 
 @admin.register(Chunk)
 class ChunkAdmin(_ReadOnlyAdmin):
-    list_display = ["id", "repository", "path", "start_line", "end_line", "heading_trail", "trust", "embedding_model"]
+    list_display = ["id", "repository", "path", "lines", "heading_trail", "trust", "embedding_model"]
     list_filter = ["repository", "trust"]
     search_fields = ["path", "text", "repository__name"]
     list_select_related = ["repository"]
@@ -173,6 +321,10 @@ class ChunkAdmin(_ReadOnlyAdmin):
         "text",
     ]
     readonly_fields = tuple(fields)  # type: ignore[arg-type]  # the same names, all read-only
+
+    @admin.display(description="lines", ordering="start_line")
+    def lines(self, chunk: Chunk) -> str:
+        return f"{chunk.start_line}-{chunk.end_line}"
 
     @admin.display(description="heading")
     def heading_trail(self, chunk: Chunk) -> str:

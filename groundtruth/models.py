@@ -133,7 +133,7 @@ class IngestRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"run {self.pk} of {self.repository_id} ({self.status})"
+        return f"{self.repository.name} run #{self.pk} ({self.status})"
 
 
 class PushDelivery(models.Model):

@@ -16,12 +16,16 @@ class _ResultListParser(HTMLParser):
         self.rows: list[list[str]] = []
         self.cell: list[str] | None = None
         self.in_head = False
+        self.skipped = 0  # > 0 inside a sorted column's sort controls (its priority number)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = dict(attrs)
         if tag == "table" and (self.depth or attributes.get("id") == "result_list"):
             self.depth += 1
         if not self.depth:
+            return
+        if self.skipped or (tag == "div" and "sortoptions" in (attributes.get("class") or "")):
+            self.skipped += tag == "div"
             return
         if tag == "thead":
             self.in_head = True
@@ -35,6 +39,9 @@ class _ResultListParser(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if not self.depth:
             return
+        if self.skipped:
+            self.skipped -= tag == "div"
+            return
         if tag == "table":
             self.depth -= 1
         elif tag == "thead":
@@ -45,7 +52,7 @@ class _ResultListParser(HTMLParser):
             self.cell = None
 
     def handle_data(self, data: str) -> None:
-        if self.cell is not None:
+        if self.cell is not None and not self.skipped:
             self.cell.append(data)
 
 

@@ -1,6 +1,7 @@
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
+from pytest_django.asserts import assertContains, assertNotContains
 
 from chat.models import ChatMessage
 from tests.agents.factories import AgentFactory
@@ -63,3 +64,54 @@ def test_message_change_page_is_read_only(admin_client):
     assert b"original" in page.content
     message.refresh_from_db()
     assert message.message == "original"
+
+
+def test_the_add_page_says_it_posts_a_system_message_as_system(admin_client):
+    response = admin_client.get(reverse("admin:chat_chatmessage_add"))
+
+    assert response.status_code == 200
+    assert response.context["title"] == "Post a system message"
+    assert list(response.context["adminform"].form.fields) == ["message"]
+    assertContains(
+        response,
+        "Posted to the chat feed at once as a <code>system</code> message from “System” (no agent), visible to "
+        "every client of GET /api/chat. At most 2,000 characters. Agents post their own messages through the API "
+        "with their keys.",
+        count=1,
+    )
+    assertContains(response, '<input type="submit" value="Post to the feed" class="default" name="_save">', html=True)
+    assertNotContains(response, 'name="_addanother"')
+    assertNotContains(response, 'name="_continue"')
+
+
+def test_the_message_list_offers_posting_a_system_message(admin_client):
+    response = admin_client.get(CHANGELIST)
+
+    add = reverse("admin:chat_chatmessage_add")
+    assertContains(response, f'<a href="{add}" class="addlink">Post a system message</a>', html=True)
+    assertNotContains(response, "Add chat message")
+
+
+def test_an_empty_system_message_is_refused_and_nothing_is_posted(admin_client):
+    response = admin_client.post(reverse("admin:chat_chatmessage_add"), {"message": "   "})
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {"message": ["This field is required."]}
+    assert ChatMessage.objects.count() == 0
+
+
+def test_the_agent_filter_names_system_messages(admin_client):
+    agent = AgentFactory(name="Atlas Trader", instance_id="atlas-trader")
+    ChatMessageFactory(agent=agent)
+    admin_client.post(reverse("admin:chat_chatmessage_add"), {"message": "Maintenance at 18:00 UTC"})
+
+    response = admin_client.get(CHANGELIST)
+    system_only = admin_client.get(CHANGELIST, {"agent__isnull": "True"})
+
+    [agent_filter] = [spec for spec in response.context["cl"].filter_specs if spec.title == "agent"]
+    assert [choice["display"] for choice in agent_filter.choices(response.context["cl"])] == [
+        "All",
+        "Atlas Trader (atlas-trader)",
+        "System (staff)",
+    ]
+    assert [message.message for message in system_only.context["cl"].result_list] == ["Maintenance at 18:00 UTC"]

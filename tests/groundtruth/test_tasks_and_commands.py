@@ -181,7 +181,9 @@ def test_admin_lists_repositories_runs_chunks_and_ingests_now(
     assert response.status_code == 200
     run = IngestRun.objects.filter(trigger="admin").get()
     assert run.status == IngestStatus.QUEUED
-    assert [str(m) for m in response.context["messages"]] == [f"acme/handbook: queued as run {run.pk} (queued)"]
+    assert [str(m) for m in response.context["messages"]] == [
+        f'acme/handbook: queued as <a href="/admin/groundtruth/ingestrun/{run.pk}/change/">run {run.pk}</a> (queued)'
+    ]
     assert len(callbacks) == 2  # the run's task and the brand-asset sync
 
 

@@ -1,0 +1,228 @@
+"""The ingest admin's pages, read-only: a repository's globs one per line and links to its runs and
+chunks, no delete anywhere, readable run titles, durations and lists that fit."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.urls import reverse
+from pytest_django.asserts import assertContains, assertNotContains
+
+from agentplatform.admin_display import duration_text, moment_text
+from groundtruth.models import IngestRun, IngestStatus, Repository
+from tests.adminpages import changelist_cells, changelist_headers
+from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory
+
+pytestmark = pytest.mark.django_db
+
+FINISHED = datetime(2026, 11, 20, 9, 30, 4, 500000, tzinfo=UTC)
+
+
+@pytest.fixture
+def handbook() -> Repository:
+    return RepositoryFactory(
+        name="demo/handbook",
+        trust="canonical",
+        owners=["docs-team", "platform-team"],
+        include=["docs/**/*.md", "**/*.{yml,yaml}"],
+        exclude=[],
+        last_commit="4f1c2a9e8b7d6c5f4e3d2c1b0a9f8e7d6c5b4a39",
+        last_ingested_at=FINISHED,
+        file_count=1204,
+        chunk_count=15230,
+    )
+
+
+@pytest.fixture
+def succeeded(handbook) -> IngestRun:
+    return IngestRunFactory(
+        repository=handbook,
+        commit=handbook.last_commit,
+        files_added=2,
+        files_removed=1,
+        chunks_added=30,
+        chunks_updated=4,
+        files_skipped=[["docs/diagram.png", "not a text file"], ["docs/huge.md", "larger than 1 MB"]],
+        timings={"fetch": 0.412, "select": 0.008, "chunk_embed_write": 2.731, "swap": 0.052, "total": 3.203},
+        started_at=FINISHED - timedelta(seconds=3.4),
+        finished_at=FINISHED,
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.0004, "0 ms"), (0.412, "412 ms"), (3.4, "3.4 s"), (59.94, "59.9 s"), (75, "1 min 15 s"), (7440, "2 h 4 min")],
+)
+def test_durations_read_in_the_unit_that_fits(seconds, text):
+    assert duration_text(seconds) == text
+
+
+def test_moments_are_short_and_in_the_current_time_zone():
+    assert (moment_text(FINISHED), moment_text(None)) == ("2026-11-20 09:30", "—")
+
+
+def test_a_run_is_titled_by_its_repository_name(succeeded):
+    assert str(succeeded) == f"demo/handbook run #{succeeded.pk} (succeeded)"
+
+
+def test_repository_list_fits_with_links_to_its_chunks_and_runs(admin_client, handbook, succeeded):
+    never_run = RepositoryFactory(name="demo/config", enabled=True)
+
+    response = admin_client.get(reverse("admin:groundtruth_repository_changelist"))
+
+    assert response.context["title"] == "Select repository to view"
+    assert changelist_headers(response) == [
+        "Name",
+        "State",
+        "Trust",
+        "Ref",
+        "Last commit",
+        "Files",
+        "Chunks",
+        "Runs",
+        "Last ingested (UTC)",
+    ]
+    assert changelist_cells(response) == [
+        ["demo/config", "new", "reviewed", "main", "-", "0", "0", "none yet", "—"],
+        [
+            "demo/handbook",
+            "ready",
+            "canonical",
+            "main",
+            "4f1c2a9e8b7d",
+            "1,204",
+            "15,230",
+            "all runs",
+            "2026-11-20 09:30",
+        ],
+    ]
+    chunks = reverse("admin:groundtruth_chunk_changelist")
+    runs = reverse("admin:groundtruth_ingestrun_changelist")
+    assertContains(response, f'<a href="{chunks}?repository__id__exact={handbook.pk}">15,230</a>', html=True)
+    assertContains(response, f'<a href="{runs}?repository__id__exact={handbook.pk}">all runs</a>', html=True)
+    assertContains(response, f'<a href="{chunks}?repository__id__exact={never_run.pk}">0</a>', html=True)
+
+
+def test_repositories_cannot_be_deleted_or_edited_only_ingested(admin_client, handbook):
+    changelist = admin_client.get(reverse("admin:groundtruth_repository_changelist"))
+    delete_page = admin_client.get(reverse("admin:groundtruth_repository_delete", args=[handbook.pk]))
+    bulk_delete = admin_client.post(
+        reverse("admin:groundtruth_repository_changelist"),
+        {"action": "delete_selected", "_selected_action": [handbook.pk], "post": "yes"},
+    )
+    edit = admin_client.post(reverse("admin:groundtruth_repository_change", args=[handbook.pk]), {"name": "x/y"})
+
+    assert [value for value, _ in changelist.context["action_form"].fields["action"].choices] == ["", "ingest_now"]
+    assert delete_page.status_code == 403
+    assert bulk_delete.status_code == 302  # back to the list: no such action
+    assert edit.status_code == 403
+    assert list(Repository.objects.values_list("name", flat=True)) == ["demo/handbook"]
+
+
+def test_repository_page_lists_owners_and_globs_one_per_line_and_links_runs_and_chunks(
+    admin_client, handbook, succeeded
+):
+    response = admin_client.get(reverse("admin:groundtruth_repository_change", args=[handbook.pk]))
+
+    assert response.status_code == 200
+    assertContains(
+        response,
+        '<ul class="plain-list"><li><code>docs-team</code></li><li><code>platform-team</code></li></ul>',
+        html=True,
+    )
+    assertContains(
+        response,
+        '<ul class="plain-list"><li><code>docs/**/*.md</code></li><li><code>**/*.{yml,yaml}</code></li></ul>',
+        html=True,
+    )
+    assertNotContains(response, '["docs-team", "platform-team"]')
+    runs = reverse("admin:groundtruth_ingestrun_changelist")
+    assertContains(response, f'<a href="{runs}?repository__id__exact={handbook.pk}">all runs</a>', html=True)
+    assertNotContains(response, 'class="deletelink"')
+    assertNotContains(response, 'name="_save"')
+
+
+def test_runs_of_a_repository_list_what_changed_and_how_long_it_took(admin_client, handbook, succeeded):
+    failed = IngestRunFactory(
+        repository=handbook,
+        commit="",
+        status=IngestStatus.FAILED,
+        phase="fetch",
+        trigger="beat",
+        error="GitError: fetching https://git.example.com/demo/handbook.git failed: could not resolve host",
+        started_at=FINISHED + timedelta(minutes=1),
+        finished_at=FINISHED + timedelta(minutes=2, seconds=15),
+    )
+    IngestRunFactory(repository=RepositoryFactory(name="demo/other"))
+
+    response = admin_client.get(
+        reverse("admin:groundtruth_ingestrun_changelist"), {"repository__id__exact": handbook.pk}
+    )
+
+    created = moment_text(succeeded.created_at)
+    assert changelist_headers(response) == [
+        "ID",
+        "Repository",
+        "Status",
+        "Trigger",
+        "Commit",
+        "Files",
+        "Chunks",
+        "Created (UTC)",
+        "Took",
+        "Error",
+    ]
+    assert changelist_cells(response) == [
+        [
+            str(failed.pk),
+            "demo/handbook",
+            "failed (fetch)",
+            "beat",
+            "-",
+            "no change",
+            "no change",
+            created,
+            "1 min 15 s",
+            "GitError: fetching https://git.example.com/demo/handbook.gi…",
+        ],
+        [
+            str(succeeded.pk),
+            "demo/handbook",
+            "succeeded",
+            "api",
+            "4f1c2a9e8b7d",
+            "2 added, 1 removed",
+            "30 added, 4 updated",
+            created,
+            "3.4 s",
+            "-",
+        ],
+    ]
+    assertContains(response, f'<span title="{failed.error}">', count=1)
+
+
+def test_run_page_titles_the_run_and_shows_durations_skipped_files_and_its_chunks(admin_client, succeeded):
+    response = admin_client.get(reverse("admin:groundtruth_ingestrun_change", args=[succeeded.pk]))
+
+    assert response.context["subtitle"] == f"demo/handbook run #{succeeded.pk} (succeeded)"
+    assertContains(
+        response,
+        "fetch <strong>412 ms</strong> · select <strong>8 ms</strong> · chunk, embed, write <strong>2.7 s</strong>"
+        " · swap <strong>52 ms</strong> · total <strong>3.2 s</strong>",
+        count=1,
+    )
+    assertContains(
+        response,
+        '<ul class="plain-list"><li><code>docs/diagram.png</code>: not a text file</li>'
+        "<li><code>docs/huge.md</code>: larger than 1 MB</li></ul>",
+        html=True,
+    )
+    chunks = reverse("admin:groundtruth_chunk_changelist")
+    assertContains(
+        response,
+        f'<a href="{chunks}?repository__id__exact={succeeded.repository_id}">the chunks of demo/handbook</a>',
+        html=True,
+    )
+    assertNotContains(response, '"chunk_embed_write"')  # no JSON dump
+    assertNotContains(response, 'class="deletelink"')
