@@ -57,6 +57,7 @@ class McpSetup:
     embedding_url: str
     embedding_model: str
     local_root: Path
+    log: Path
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +104,7 @@ def mcp(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[McpSet
                 embedding_url=embeddings.base_url,
                 embedding_model=embeddings.model,
                 local_root=tmp_path_factory.getbasetemp(),
+                log=root / "mcp.log",
             )
 
 
@@ -181,7 +183,15 @@ def text_of(result: CallToolResult) -> str:
     return content.text
 
 
-# --- Handshake, tools and their schemas --------------------------------------------------------
+# --- Start-up, handshake, tools and their schemas ----------------------------------------------
+
+
+def test_the_embedding_model_is_ready_before_the_server_listens(mcp):
+    log = mcp.log.read_text()
+
+    [ready] = [line for line in log.splitlines() if "MCP server: embedding backend ready: " in line]
+    assert ready.endswith(f"OpenAI-compatible endpoint {mcp.embedding_url}/embeddings, model {mcp.embedding_model}")
+    assert log.index(ready) < log.index("Uvicorn running on http://127.0.0.1:")
 
 
 def test_initialize_then_list_tools_gives_every_tool_with_its_schema(mcp, reader):
@@ -475,6 +485,15 @@ def test_a_key_the_rest_endpoints_refuse_is_refused_with_the_same_problem(mcp, a
     assert response.headers["content-type"] == PROBLEM
     assert response.json() == rest.json()
     assert response.json()["code"] == code
+
+
+def test_a_host_outside_allowed_hosts_is_400_problem_before_the_key_is_read(mcp, reader):
+    response = mcp_post(mcp, {"Authorization": f"Bearer {reader}", "Host": "rebound.example"})
+
+    assert response.status_code == 400
+    assert response.headers["content-type"] == PROBLEM
+    assert response.json()["detail"] == "The Host header names a host this server does not serve."
+    assert "x-ratelimit-limit" not in response.headers
 
 
 def test_the_official_client_with_a_bad_key_gets_no_session(mcp):
