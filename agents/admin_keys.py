@@ -182,11 +182,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/agents/apikey/created.html", context)
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        actions = super().get_actions(request)
-        # Keys are revoked, not deleted, so their last use stays on record.
-        actions.pop("delete_selected", None)
-        return actions
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # keys are revoked, not deleted, so their last use stays on record
 
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:

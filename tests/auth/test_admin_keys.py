@@ -116,6 +116,18 @@ def test_key_list_shows_prefix_binding_scopes_and_state_in_short_columns(admin_c
     assert 'value="revoke_keys"' in page
 
 
+def test_keys_cannot_be_deleted_only_revoked(admin_client):
+    key, _ = api_key_create(kind=ApiKeyKind.SERVICE, name="kept on record", scopes=["read"])
+
+    page = admin_client.get(reverse("admin:agents_apikey_change", args=[key.pk]))
+    delete = admin_client.post(reverse("admin:agents_apikey_delete", args=[key.pk]), {"post": "yes"})
+
+    assert page.status_code == 200
+    assert 'class="deletelink"' not in page.content.decode()
+    assert delete.status_code == 403
+    assert list(ApiKey.objects.values_list("name", flat=True)) == ["kept on record"]
+
+
 def test_revoke_action_revokes_selected_keys_and_they_stop_working(admin_client, api_client):
     keep, keep_secret = api_key_create(kind=ApiKeyKind.SERVICE, name="keep", scopes=["read"])
     drop, drop_secret = api_key_create(kind=ApiKeyKind.SERVICE, name="drop", scopes=["read"])
