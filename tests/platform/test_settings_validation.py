@@ -78,6 +78,12 @@ def setting(name: str, tmp_path: Path, **environment: str) -> str:
             "CHAT_STREAM_URL must be an http(s) URL with a path and no query, got 'stream.example.com/api/chat/stream'",
         ),
         ("CHAT_STREAM_MAX_PER_IP", "0", "CHAT_STREAM_MAX_PER_IP must be a positive integer, got 0"),
+        (
+            "WEB_BASE_URL",
+            "https://docs.example.com/api",
+            "WEB_BASE_URL must be http(s)://host[:port] without a path, got 'https://docs.example.com/api'",
+        ),
+        ("MCP_THREADS", "0", "MCP_THREADS must be a positive integer, got 0"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, variable, value, message):
@@ -92,6 +98,8 @@ def test_good_values_are_read(tmp_path):
     assert setting("TRUSTED_PROXY_COUNT", tmp_path, TRUSTED_PROXY_COUNT="2") == "2"
     assert setting("INGEST_RETRY_MAX", tmp_path, INGEST_RETRY_MAX="0") == "0"
     assert setting("INGEST_RETRY_MAX", tmp_path) == "3"
+    assert setting("WEB_BASE_URL", tmp_path, WEB_PORT="8100") == "'http://127.0.0.1:8100'"
+    assert setting("WEB_BASE_URL", tmp_path, WEB_BASE_URL="https://docs.example.com/") == "'https://docs.example.com'"
     weights = "canonical=1,reviewed=0.99,community=0.95,transcript=0.9"
     assert setting("SEARCH_TRUST_WEIGHTS", tmp_path, SEARCH_TRUST_WEIGHTS=weights) == (
         "{'canonical': 1.0, 'reviewed': 0.99, 'community': 0.95, 'transcript': 0.9}"
