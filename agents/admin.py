@@ -118,7 +118,10 @@ class AgentAdminForm(forms.ModelForm):
     avatar_url = forms.URLField(
         required=False, max_length=200, assume_scheme="https", widget=forms.URLInput(attrs={"size": 60})
     )
-    tags = TagListField(required=False, help_text="Separated by commas, e.g. trading, research.")
+    tags = TagListField(
+        required=False,
+        help_text=f"Separated by commas, e.g. trading, research; each at most {TAG_MAX_LENGTH} characters.",
+    )
 
     class Meta:
         model = Agent
@@ -136,6 +139,7 @@ class AgentAdminForm(forms.ModelForm):
             "owner_address",
             "tags",
         ]
+        widgets = {"owner_address": forms.TextInput(attrs={"size": 44})}  # a whole 0x address in view
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
