@@ -19,9 +19,13 @@ import math
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
+import pytest
+
+from groundtruth.embeddings import _backend_for
 from tests.localhttp import LocalHttpServer
 
 
@@ -109,3 +113,16 @@ class EmbeddingServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+@pytest.fixture
+def embedding_server(settings) -> Iterator[EmbeddingServer]:
+    """EMBEDDING_BACKEND=openai against a local server with deterministic 32-dimension vectors."""
+    with EmbeddingServer(dimension=32, model="test-embed-32") as server:
+        settings.EMBEDDING_BACKEND = "openai"
+        settings.EMBEDDING_URL = server.base_url
+        settings.EMBEDDING_MODEL = server.model
+        settings.EMBEDDING_API_KEY = ""
+        settings.EMBEDDING_DIMENSION = None
+        yield server
+    _backend_for.cache_clear()

@@ -4,7 +4,6 @@ highlighted, and an ingest run's page follows the run live, without a reload."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,14 +13,12 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
 from groundtruth import services
-from groundtruth.embeddings import _backend_for
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.pipeline import ingest_run_execute
 from groundtruth.ingest.runs import ingest_run_claim
 from groundtruth.models import IngestRun, IngestStatus
 from groundtruth.search.abstention_model import abstention_model_parse
 from tests.chromium import Browser
-from tests.embeddingserver import EmbeddingServer
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import sources_yaml
 
@@ -40,18 +37,6 @@ Logs go to standard output.
 """
 
 TOPICS = 8  # files of the repository besides docs/configure.md: enough batches to watch
-
-
-@pytest.fixture
-def embedding_server(settings) -> Iterator[EmbeddingServer]:
-    with EmbeddingServer(dimension=32, model="test-embed-32") as server:
-        settings.EMBEDDING_BACKEND = "openai"
-        settings.EMBEDDING_URL = server.base_url
-        settings.EMBEDDING_MODEL = server.model
-        settings.EMBEDDING_API_KEY = ""
-        settings.EMBEDDING_DIMENSION = None
-        yield server
-    _backend_for.cache_clear()
 
 
 @pytest.fixture

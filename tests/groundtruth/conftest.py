@@ -3,13 +3,12 @@ local OpenAI-compatible embedding server, and an isolated git cache per test."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from groundtruth.embeddings import _backend_for
-from tests.embeddingserver import EmbeddingServer
+from tests.embeddingserver import EmbeddingServer, embedding_server  # noqa: F401 (a fixture)
 from tests.gitrepos import GitWorkTree
 
 
@@ -17,19 +16,6 @@ from tests.gitrepos import GitWorkTree
 def _isolated_git_cache(settings, tmp_path: Path) -> None:
     settings.GIT_CACHE_DIR = tmp_path / "git-cache"
     settings.GIT_HTTP_TOKEN = ""
-
-
-@pytest.fixture
-def embedding_server(settings) -> Iterator[EmbeddingServer]:
-    """EMBEDDING_BACKEND=openai against a local server with deterministic 32-dimension vectors."""
-    with EmbeddingServer(dimension=32, model="test-embed-32") as server:
-        settings.EMBEDDING_BACKEND = "openai"
-        settings.EMBEDDING_URL = server.base_url
-        settings.EMBEDDING_MODEL = server.model
-        settings.EMBEDDING_API_KEY = ""
-        settings.EMBEDDING_DIMENSION = None
-        yield server
-    _backend_for.cache_clear()
 
 
 @pytest.fixture
