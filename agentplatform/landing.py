@@ -25,6 +25,7 @@ def landing_page(request: HttpRequest) -> HttpResponse:
         "schema_url": reverse("schema"),
         "admin_url": reverse("admin:index"),
         "health_url": reverse("health"),
+        "chat_live_url": reverse("chat-live"),
         "ground_truth_prefix": f"/{settings.GROUNDTRUTH_PREFIX}" if settings.GROUNDTRUTH_PREFIX else "",
         "coin_segment": settings.COIN_SEGMENT,
     }

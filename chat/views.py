@@ -144,14 +144,15 @@ STREAM_EVENT_EXAMPLE = (
 )
 
 
-def chat_stream_url(request: HttpRequest) -> str:
+def chat_stream_url(request: HttpRequest, *, query: str | None = None) -> str:
     """Where the stream is served: CHAT_STREAM_URL, else this request's scheme and host on
-    STREAM_PORT; the request's query string kept."""
+    STREAM_PORT; with `query` as its query string, else the request's own."""
     url = settings.CHAT_STREAM_URL
     if not url:
         host, _port = split_domain_port(request.get_host())
         url = f"{request.scheme}://{host}:{settings.STREAM_PORT}{STREAM_PATH}"
-    query = request.META.get("QUERY_STRING", "")
+    if query is None:
+        query = request.META.get("QUERY_STRING", "")
     return f"{url}?{query}" if query else url
 
 
