@@ -9,60 +9,20 @@ subprocess, and a reader of Server-Sent Events for tests that open streams with 
 
 from __future__ import annotations
 
-import os
-import re
-import shlex
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
-from tests.conftest import closed_port
-from tests.processes import process_group_stop
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def procfile_stream_command(port: int) -> list[str]:
-    """The Procfile's `stream:` line on `port`, its uvicorn run by this interpreter, no access log."""
-    line = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("stream:"))
-    expanded = re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: {"STREAM_PORT": str(port)}.get(m[1], m[2] or ""), line)
-    program, *arguments = shlex.split(expanded.split(":", 1)[1])
-    assert program.endswith("/uvicorn"), program
-    return [sys.executable, "-m", "uvicorn", *arguments, "--no-access-log"]
+from tests.liveserver import procfile_server
 
 
 @contextmanager
 def stream_server(*, environment: dict[str, str], log_path: Path) -> Iterator[str]:
-    port = closed_port()
-    env = {**os.environ, **environment}
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            procfile_stream_command(port),
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                httpx.get(f"{base_url}/", timeout=5)  # any answer: the server is up
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text()}") from None
-                time.sleep(0.2)
-        yield base_url
-    finally:
-        process_group_stop(process)
+    """The Procfile's `stream:` line on a free port; yields its base URL."""
+    with procfile_server(name="stream", port_variable="STREAM_PORT", environment=environment, log_path=log_path) as url:
+        yield url
 
 
 class SSEReader:
