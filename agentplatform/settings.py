@@ -443,6 +443,10 @@ INGEST_RETRY_BACKOFF_SECONDS = _positive_int("INGEST_RETRY_BACKOFF_SECONDS", 30)
 INGEST_SCHEDULE = env.str("INGEST_SCHEDULE", default="17 * * * *")
 if INGEST_SCHEDULE != "off" and len(INGEST_SCHEDULE.split()) != 5:
     raise ImproperlyConfigured("INGEST_SCHEDULE must be a 5-field crontab such as '17 * * * *', or 'off'")
+# Push webhooks (POST /hooks/git): the secret shared with the git hosts (unset: the endpoint
+# answers 404 and queues nothing), never logged or returned; the largest payload read (413 beyond).
+INGEST_WEBHOOK_SECRET = env.str("INGEST_WEBHOOK_SECRET", default="")
+INGEST_WEBHOOK_MAX_BYTES = _positive_int("INGEST_WEBHOOK_MAX_BYTES", 1024 * 1024)
 HEALTH_TIMEOUT_SECONDS = _non_negative("HEALTH_TIMEOUT_SECONDS", 2.0)
 # A /health report is reused this long: probes of a polling load balancer never pile up.
 HEALTH_CACHE_SECONDS = _non_negative("HEALTH_CACHE_SECONDS", 1.0)
@@ -456,10 +460,6 @@ LLM_TIMEOUT_SECONDS = _non_negative("LLM_TIMEOUT_SECONDS", 30.0)
 # Defaults tuned on real documentation and cross-validated by repository (benchmarks/retrieval.py;
 # README "Measured").
 # Candidates taken from each leg (lexical BM25; dense: nearest passages and nearest titles).
-# Push webhooks (POST /hooks/git): the secret shared with the git hosts (unset: the endpoint
-# answers 404 and queues nothing), never logged or returned; the largest payload read (413 beyond).
-INGEST_WEBHOOK_SECRET = env.str("INGEST_WEBHOOK_SECRET", default="")
-INGEST_WEBHOOK_MAX_BYTES = _positive_int("INGEST_WEBHOOK_MAX_BYTES", 1024 * 1024)
 SEARCH_CANDIDATE_DEPTH = _positive_int("SEARCH_CANDIDATE_DEPTH", 50)
 # Weighted reciprocal rank fusion: weight / (SEARCH_RRF_K + rank) per leg.
 SEARCH_LEXICAL_WEIGHT = _non_negative("SEARCH_LEXICAL_WEIGHT", 0.1)
