@@ -152,6 +152,7 @@ def test_an_ingest_runs_page_follows_the_run_live_without_a_reload(
 
     staff_browser.open(f"/admin/groundtruth/ingestrun/{run.pk}/change/")
     assert staff_browser.text("#ingest-status") == "queued"
+    assert staff_browser.text("#content h2") == f"acme/handbook run #{run.pk} (queued)"
     staff_browser.driver.execute_script("window.sameDocument = true")  # gone if the page reloads
     failures: list[BaseException] = []
     thread = _ingest_in_a_thread(run.pk, failures)
@@ -180,6 +181,11 @@ def test_an_ingest_runs_page_follows_the_run_live_without_a_reload(
     # The page's own fields agree with the panel.
     assert staff_browser.text(".field-status .readonly") == "succeeded"
     assert staff_browser.text(".field-files_processed .readonly") == str(TOPICS + 1)
+    # So does the run's title, in the heading, the breadcrumbs and the tab.
+    title = f"acme/handbook run #{run.pk} (succeeded)"
+    assert staff_browser.text("#content h2") == title
+    assert staff_browser.text(".breadcrumbs").endswith(f"\u203a {title}")
+    assert staff_browser.driver.title.startswith(title)
     assert staff_browser.find("#ingest-live").is_displayed() is False  # the poll stopped
     assert IngestRun.objects.get(pk=run.pk).status == IngestStatus.SUCCEEDED
     staff_browser.screenshot("ingest-run-progress-succeeded")
