@@ -111,7 +111,11 @@ class LocalSentenceTransformer:
                     if not Path(self.model_path).is_dir():
                         raise EmbeddingError(f"embedding model directory {self.model_path} does not exist")
                     from sentence_transformers import SentenceTransformer
+                    from transformers.utils import logging as transformers_logging
 
+                    # Its "Loading weights" bar is noise in every process's log (Celery logs it
+                    # as a warning); the load itself is logged by sentence-transformers.
+                    transformers_logging.disable_progress_bar()
                     self._model = SentenceTransformer(self.model_path, device="cpu")
         return self._model
 
