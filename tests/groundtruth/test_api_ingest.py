@@ -14,6 +14,7 @@ from groundtruth.ingest.runs import STALE_RUNNING_ERROR
 from groundtruth.models import IngestRun, IngestStatus, Registry, Repository
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
+from tests.groundtruth.run_bodies import queued_run_body
 
 pytestmark = pytest.mark.django_db
 
@@ -55,25 +56,8 @@ def test_post_queues_one_run_and_a_second_request_gets_the_same_run(
     body = first.json()
     assert body["run_ids"] == [run.pk]
     [item] = body["runs"]
-    assert item == {
-        "id": run.pk,
-        "repo": "acme/handbook",
-        "ref": "main",
-        "commit": "",
-        "status": "queued",
-        "trigger": "api",
-        "phase": "",
-        "files": {"total": 0, "processed": 0, "added": 0, "updated": 0, "removed": 0, "unchanged": 0, "skipped": []},
-        "chunks": {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "embedded": 0},
-        "timings": {},
-        "error": "",
-        "attempts": 0,
-        "created_at": run.created_at.isoformat().replace("+00:00", "Z"),
-        "started_at": None,
-        "heartbeat_at": None,
-        "finished_at": None,
-        "created": True,
-    }
+    assert item == queued_run_body(run, trigger="api", created=True)
+    assert item["repo"] == "acme/handbook"
     assert len(callbacks) == 2  # the run's task and the brand-asset sync, on commit
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:

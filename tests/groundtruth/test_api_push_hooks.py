@@ -23,6 +23,7 @@ from tests import celeryworker
 from tests.conftest import closed_port
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
+from tests.groundtruth.run_bodies import queued_run_body
 from tests.liveserver import gunicorn_server
 
 pytestmark = pytest.mark.django_db
@@ -124,25 +125,7 @@ def handbook_listed(handbook_registered: GitWorkTree) -> GitWorkTree:
 
 
 def run_body(run: IngestRun, *, created: bool) -> dict:
-    return {
-        "id": run.pk,
-        "repo": run.repository.name,
-        "ref": "main",
-        "commit": "",
-        "status": "queued",
-        "trigger": "push",
-        "phase": "",
-        "files": {"total": 0, "processed": 0, "added": 0, "updated": 0, "removed": 0, "unchanged": 0, "skipped": []},
-        "chunks": {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "embedded": 0},
-        "timings": {},
-        "error": "",
-        "attempts": 0,
-        "created_at": run.created_at.isoformat().replace("+00:00", "Z"),
-        "started_at": None,
-        "heartbeat_at": None,
-        "finished_at": None,
-        "created": created,
-    }
+    return queued_run_body(run, trigger="push", created=created)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
