@@ -363,8 +363,11 @@ class GitRepository:
         watchdog.start()
         try:
             # The commit first, so that a commit the cache lacks is told apart from a missing path.
-            process.stdin.write(f"{commit}^{{commit}}\n{commit}:{path}\n".encode("utf-8", errors="surrogateescape"))
-            process.stdin.close()
+            try:
+                process.stdin.write(f"{commit}^{{commit}}\n{commit}:{path}\n".encode("utf-8", errors="surrogateescape"))
+                process.stdin.close()
+            except BrokenPipeError:
+                pass  # git exited before reading (no cache repository): its empty output says so below
             header = process.stdout.readline().split()
             if len(header) != 3 or header[1] != b"commit":
                 if not header:  # git refused to start: no cache repository, for one
@@ -406,8 +409,11 @@ class GitRepository:
         stdin, stdout = process.stdin, process.stdout
 
         def read(blob_sha: str) -> bytes:
-            stdin.write(f"{blob_sha}\n".encode())
-            stdin.flush()
+            try:
+                stdin.write(f"{blob_sha}\n".encode())
+                stdin.flush()
+            except BrokenPipeError as exc:  # git is gone (killed, or the cache removed under it)
+                raise GitError(f"git cat-file ended early in {self.shown_as}") from exc
             header = stdout.readline().decode().split()
             if len(header) != 3 or header[1] != "blob":
                 raise GitError(f"blob {blob_sha} not found in {self.shown_as}")

@@ -12,7 +12,7 @@ from rest_framework.test import APIRequestFactory
 
 from agentplatform.errors import InvalidInput
 from groundtruth.ingest.foreground import ingest_foreground
-from groundtruth.ingest.git_access import GitRepository
+from groundtruth.ingest.git_access import GitError, GitRepository
 from groundtruth.models import Chunk, IngestStatus, Repository
 from groundtruth.search.citations import citation_for
 from groundtruth.search_serializers import citation_with_source_url
@@ -272,6 +272,20 @@ def test_a_commit_gone_from_the_git_cache_is_503(api_client, commit, reader, set
 
     assert response.status_code == 503
     assert _problem(response)["code"] == "source_unavailable"
+
+
+def test_reading_from_a_cache_that_is_gone_is_a_git_error_every_time(tmp_path):
+    # git exits at once without a cache repository, often before its input is written: that
+    # race once surfaced as a BrokenPipeError (a 500). Three hundred tries lose it almost surely.
+    repository = GitRepository(str(tmp_path / "origin"), cache_dir=tmp_path / "gone")
+
+    failures = set()
+    for _ in range(300):
+        with pytest.raises(GitError) as raised:
+            repository.read_file_at("a" * 40, "docs/index.md", max_bytes=1000)
+        failures.add(type(raised.value))
+
+    assert failures == {GitError}
 
 
 def test_errors_asked_as_text_plain_are_still_problem_details(api_client, commit, reader):
