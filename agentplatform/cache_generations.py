@@ -9,9 +9,10 @@ Two generations exist:
 - RESPONSES: everything the cached public reads show (agents, chat messages, price points).
   Guards the shared cache of rendered responses (agentplatform/response_cache.py).
 
-A request that has a cached answer to check reads both in one round trip (generations_get,
-from agentplatform/ratelimits.py). They live in the `counters` cache (RATELIMIT_USE_CACHE, beside
-the rate-limit counters): django-redis, whose client each process keeps.
+A request that has a cached answer to check reads both in the Redis call that counts it against
+its rate limit (agentplatform/counters_client.py, from agentplatform/ratelimits.py). They live in
+the `counters` cache (RATELIMIT_USE_CACHE, beside the rate-limit counters): django-redis, whose
+client each process keeps.
 
 A generation that is missing (a new or flushed Redis) starts from the Redis server's clock in
 microseconds rather than from 0, so values never repeat across a Redis restart and an entry from
@@ -42,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 CREDENTIALS = "gen:credentials"
 RESPONSES = "gen:responses"
+# Both, in the order of Generations' fields (read together beside a rate-limit count).
+NAMES = (CREDENTIALS, RESPONSES)
 # What a Redis call can raise: redis-py's errors, socket errors, and django-redis's wrapper of both.
 _REDIS_ERRORS = (RedisError, OSError, ConnectionInterrupted)
 

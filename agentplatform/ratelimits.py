@@ -9,10 +9,11 @@ django-ratelimit counts (`django_ratelimit.core.get_usage`, through the `counter
 is django-redis over the same Redis as every other web worker and server):
 - the window: fixed and one period long, its end staggered per caller by a hash of the key
   (crc32 modulo the period) so that all clients do not reset in the same second;
-- the count: `cache.add` starts the window's counter at 1, every later hit is an atomic INCR
-  (django-redis runs EXISTS and INCRBY in one Lua call), so concurrent workers hand out each
-  count once; the counter's key is a SHA-256 of class, rate, caller and window (no address or
-  user name is stored in Redis) and expires 5 s after its window;
+- the count: `cache.add` starts the window's counter at 1, every later hit is an atomic INCR,
+  so concurrent workers hand out each count once (the `counters` cache's client,
+  agentplatform/counters_client.py, runs that add and INCR as one Lua call); the counter's key
+  is a SHA-256 of class, rate, caller and window (no address or user name is stored in Redis)
+  and expires 5 s after its window;
 - the usage it answers: count, limit and the seconds left, from which the headers come.
 
 What stays here, and why:
@@ -27,12 +28,14 @@ What stays here, and why:
   cannot be read.
 - the DRF mixin: the headers on every response (also 4xx), the 429 problem, and the checks of the
   credential and response caches, which read the cache generations
-  (agentplatform/cache_generations.py) in one more round trip when a request has a cached
-  answer to check. Without Redis nothing is served from those caches either. README.md says so.
+  (agentplatform/cache_generations.py) in the Redis call that counts the request when it has a
+  cached answer to check: one round trip per request. Without Redis nothing is served from
+  those caches either. README.md says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import time
@@ -41,6 +44,7 @@ from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
@@ -53,6 +57,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform import cache_generations, response_cache
+from agentplatform.counters_client import CountersRedisClient
 from agentplatform.errors import ApplicationError, RateLimited
 from agentplatform.rates import rate_parse
 from agentplatform.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
@@ -132,17 +137,35 @@ def _rate_for(rate_class: str) -> str:
 
 def count_request(*, rate_class: str, key: str, request: HttpRequest | None = None) -> RateLimitUsage | None:
     """Counts one request for `key` in its class; None when Redis is unavailable (fail open)."""
+    return count_request_reading_generations(rate_class=rate_class, key=key, request=request, generations=False)[0]
+
+
+def count_request_reading_generations(
+    *, rate_class: str, key: str, request: HttpRequest | None = None, generations: bool
+) -> tuple[RateLimitUsage | None, cache_generations.Generations | None]:
+    """Counts one request for `key` in its class and, when `generations` is true, reads the cache
+    generations in the same Redis call (agentplatform/counters_client.py). (None, None) when
+    Redis is unavailable (fail open: no limits, nothing served from the caches)."""
     location = str(settings.CACHES[settings.RATELIMIT_USE_CACHE].get("LOCATION", ""))
     if redis_breaker.is_open(location):
-        return None
+        return None, None
+    counters = caches[settings.RATELIMIT_USE_CACHE]
+    client = counters.client  # type: ignore[attr-defined]  # django-redis's
+    generation_keys = [counters.make_key(name) for name in cache_generations.NAMES] if generations else []
+    one_call = (
+        client.counting_in_one_call(generation_keys)
+        if isinstance(client, CountersRedisClient)
+        else contextlib.nullcontext(None)
+    )
     try:
-        usage = get_usage(
-            request,
-            group=rate_class,
-            key=lambda _group, _request: key,
-            rate=parse_rate(_rate_for(rate_class)),
-            increment=True,
-        )
+        with one_call as counted:
+            usage = get_usage(
+                request,
+                group=rate_class,
+                key=lambda _group, _request: key,
+                rate=parse_rate(_rate_for(rate_class)),
+                increment=True,
+            )
     except (RedisError, OSError, ConnectionInterrupted) as exc:
         redis_breaker.trip(location)
         cause = exc.__cause__ if isinstance(exc, ConnectionInterrupted) and exc.__cause__ else exc
@@ -152,19 +175,26 @@ def count_request(*, rate_class: str, key: str, request: HttpRequest | None = No
             cause,
             REDIS_RETRY_INTERVAL_SECONDS,
         )
-        return None
+        return None, None
+    read: cache_generations.Generations | None = None
+    if generations:
+        if counted is not None and counted.generations is not None:
+            read = cache_generations.Generations(*counted.generations)
+        else:  # get_usage made no call to count in (RATELIMIT_ENABLE off): read them on their own
+            read = cache_generations.generations_get()
     if usage is None:  # the count could not be read back (RATELIMIT_FAIL_OPEN)
-        return None
+        return None, read
     # `time_left` is the whole seconds of the window after the current one, read at the end of
     # get_usage: the window ends when the second `now + time_left` does.
     reset_epoch = int(time.time()) + usage["time_left"] + 1
     limit = usage["limit"]
-    return RateLimitUsage(
+    usage_found = RateLimitUsage(
         limit=limit,
         remaining=max(limit - usage["count"], 0),
         reset_epoch=reset_epoch,
         exceeded=usage["should_limit"],
     )
+    return usage_found, read
 
 
 def rate_class_and_key(request: Request, *, trading: bool = False) -> tuple[str, str]:
@@ -221,8 +251,8 @@ class RateLimitedViewMixin:
     answered from its in-process cache is verified again against the database when the
     credentials generation has moved (or Redis is down), and an action wrapped in
     `cached_response` gets its cached answer if that was built under the current responses
-    generation. The generations are read (one round trip for both) only when there is such an
-    answer to check.
+    generation. The generations are read (in the call that counts the request) only when there
+    is such an answer to check.
 
     A repeated read of a cached action by a request without credentials is answered in
     `dispatch`, before DRF wraps the request: counted, checked and given the same headers, but
@@ -257,8 +287,9 @@ class RateLimitedViewMixin:
             return None
         if not all(isinstance(permission, AllowAny) for permission in self.get_permissions()):  # type: ignore[attr-defined]
             return None
-        usage = count_request(rate_class=PUBLIC, key=f"ip:{client_ip(request)}", request=request)
-        generations = cache_generations.generations_get()
+        usage, generations = count_request_reading_generations(
+            rate_class=PUBLIC, key=f"ip:{client_ip(request)}", request=request, generations=True
+        )
         request.rate_limit_counted = (usage, generations)  # type: ignore[attr-defined]
         if generations is None or (usage is not None and usage.exceeded):
             return None
@@ -282,9 +313,10 @@ class RateLimitedViewMixin:
         else:
             trading = getattr(self, "action", None) in self.trading_actions
             rate_class, key = rate_class_and_key(request, trading=trading)
-            usage = count_request(rate_class=rate_class, key=key, request=request)
             wanted = cached_generation is not None or lookup is not None
-            generations = cache_generations.generations_get() if wanted else None
+            usage, generations = count_request_reading_generations(
+                rate_class=rate_class, key=key, request=request, generations=wanted
+            )
         request._rate_limit_usage = usage  # type: ignore[attr-defined]
         if cached_generation is not None and (generations is None or generations.credentials != cached_generation):
             # Keys or sessions changed since the cached answer (or that cannot be known): ask the

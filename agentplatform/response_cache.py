@@ -6,9 +6,9 @@ memory, keyed by the request's absolute URL and Accept header (the chat feed's `
 the absolute URL, and `Accept` can ask JSON for an indent), each under the RESPONSES generation
 current when it was built. Every write to an agent, a chat message or a price point bumps that
 generation in Redis (agentplatform/cache_generations.py), which RateLimitedViewMixin reads beside
-the rate-limit count: an entry from an older generation is never served, so a hit costs one Redis
-round trip besides the count, no SQL and no serialization, and writes show at once in every
-worker. An anonymous hit is answered before DRF wraps the request (RateLimitedViewMixin.dispatch).
+the rate-limit count, in the same Redis call: an entry from an older generation is never served,
+so a hit costs that one Redis round trip, no SQL and no serialization, and writes show at once in
+every worker. An anonymous hit is answered before DRF wraps the request (RateLimitedViewMixin.dispatch).
 
 Entries also expire after API_RESPONSE_CACHE_SECONDS, which bounds how long a write that bypasses
 the ORM (raw SQL, another program on the database) or one made while Redis was unreachable stays

@@ -7,6 +7,7 @@ from django.db.models import Case, DecimalField, ExpressionWrapper, F, QuerySet,
 
 from agentplatform.errors import NotFound
 from agentplatform.money import MONEY
+from agentplatform.prepared_statements import prepared_cursor
 from agentplatform.renderers import RenderedJSON
 from agentplatform.sql_json import json_array, json_number, json_object, json_text
 from agents.models import Agent
@@ -30,9 +31,17 @@ def agent_list_json(*, status: str | None = None) -> RenderedJSON:
     (then id, so equal names keep a stable order). One query, which also writes the JSON."""
     where = "WHERE status = %s" if status else ""
     table = connection.ops.quote_name(Agent._meta.db_table)
-    with connection.cursor() as cursor:
+    # The money columns as float8 once per row (json_number refers to its value four times, and
+    # PostgreSQL converts a numeric to float8 through text); OFFSET 0 keeps the subquery from being
+    # flattened into the outer query, which would convert again at each reference.
+    rows = (
+        "SELECT id, instance_id, name, status, balance::float8 AS balance, total_revenue::float8 AS total_revenue,"
+        " total_costs::float8 AS total_costs, burn_rate_hourly::float8 AS burn_rate_hourly"
+        f" FROM {table} {where} OFFSET 0"
+    )
+    with prepared_cursor() as cursor:
         cursor.execute(
-            f"SELECT {json_array(_AGENT_SUMMARY_JSON, order_by='name, id')} FROM {table} {where}",
+            f"SELECT {json_array(_AGENT_SUMMARY_JSON, order_by='name, id')} FROM ({rows}) AS agent",
             [status] if status else [],
         )
         return RenderedJSON(cursor.fetchone()[0])

@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 
+from agentplatform.prepared_statements import prepared_cursor
 from agentplatform.renderers import RenderedJSON
 from agentplatform.sql_json import json_array, json_object, json_text, json_timestamp
 from agents.models import Agent
@@ -75,7 +76,7 @@ def chat_feed(*, limit: int, before: int | None = None) -> ChatFeedPage:
         agents_table=connection.ops.quote_name(Agent._meta.db_table),
         before="AND m.id < %(before)s" if before is not None else "",
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, {"limit": limit, "before": before})
         count, oldest_id, body = cursor.fetchone()
     return ChatFeedPage(body=RenderedJSON(body), count=count, oldest_id=oldest_id)

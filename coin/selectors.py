@@ -10,6 +10,7 @@ from typing import Any
 from django.db import connection
 
 from agentplatform.errors import NotFound
+from agentplatform.prepared_statements import prepared_cursor
 from agentplatform.renderers import RenderedJSON, compact_json
 from agentplatform.sql_json import json_array, json_number, json_object, json_timestamp
 from coin.models import PricePoint, Wallet
@@ -71,11 +72,11 @@ WITH newest AS (
         END AS high
     FROM newest n CROSS JOIN generate_series(0::bigint, %(limit)s - 1) AS b
 ), points AS (
-    SELECT last_point.timestamp, last_point.price
+    SELECT last_point.timestamp, last_point.price, last_point.price_float
     FROM newest n
     CROSS JOIN buckets
     CROSS JOIN LATERAL (
-        SELECT p.timestamp, p.price FROM {table} p
+        SELECT p.timestamp, p.price, p.price::float8 AS price_float FROM {table} p
         WHERE p.timestamp >= buckets.low AND p.timestamp < buckets.high
         ORDER BY p.timestamp DESC LIMIT 1
     ) AS last_point
@@ -92,7 +93,11 @@ ORDER BY points.timestamp
 """
 )
 # The points as PriceSampleSerializer's JSON objects, written by PostgreSQL (agentplatform/sql_json.py).
-_SAMPLE_JSON = json_object([("price", json_number("points.price")), ("timestamp", json_timestamp("points.timestamp"))])
+# The price as float8 once per point (json_number refers to its value four times, and PostgreSQL
+# converts a numeric to float8 through text).
+_SAMPLE_JSON = json_object(
+    [("price", json_number("points.price_float")), ("timestamp", json_timestamp("points.timestamp"))]
+)
 _HISTORY_JSON_SQL = (
     _PERIOD_POINTS
     + f"""
@@ -148,7 +153,7 @@ def price_history_json(*, period: timedelta, limit: int) -> RenderedJSON:
     """GET /api/<COIN_SEGMENT>/history's body (PriceHistorySerializer's shape): what
     price_history_get reads, in one query that also writes the history's JSON; 404 when there is
     no price data at all."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(*_history_query(_HISTORY_JSON_SQL, period=period, limit=limit))
         row = cursor.fetchone()
     if row is None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.core.cache import cache
+from redis import Redis
 from rest_framework.test import APIClient
 
 from agentplatform.ratelimits import count_request, parse_rate
@@ -22,6 +23,7 @@ from agents.models import ApiKeyKind
 from agents.services import api_key_create
 from tests.agents.factories import AgentFactory, bearer
 from tests.conftest import closed_port, redis_cache_at
+from tests.redisserver import redis_server
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.platform.urls_testonly")]
 
@@ -231,6 +233,38 @@ def test_another_process_shares_the_same_counter(settings):
     fourth = client.get("/api/agents")
     assert (third.status_code, third["X-RateLimit-Remaining"]) == (200, "0")
     assert fourth.status_code == 429
+
+
+def test_a_request_is_counted_and_its_cache_generations_read_in_one_redis_call(settings):
+    """django-ratelimit's add and incr and the cache generations a cached read checks: one script
+    call per request (agentplatform/counters_client.py), counted on a Redis of the test's own."""
+    AgentFactory(name="Alpha")
+    with redis_server() as own:
+        settings.CACHES = redis_cache_at(own.url)
+        client = client_from("198.51.100.15")
+        first = client.get("/api/agents")  # the window's first request creates the counter
+        redis = Redis.from_url(own.url)
+        redis.config_resetstat()
+
+        hit = client.get("/api/agents")  # answered from the response cache, before DRF
+        uncached = client.get("/api/agents", HTTP_CACHE_CONTROL="no-cache")  # through DRF, from the database
+
+        calls = {
+            name.removeprefix("cmdstat_"): stats["calls"]
+            for name, stats in redis.info("commandstats").items()
+            if name not in ("cmdstat_info", "cmdstat_config|resetstat")  # the test's own
+        }
+        counters = [key for key in redis.scan_iter(match="down:*:rl:*")]
+        counted = int(redis.get(counters[0]))
+        redis.close()
+
+    assert [r.status_code for r in (first, hit, uncached)] == [200, 200, 200]
+    assert [r["X-RateLimit-Remaining"] for r in (first, hit, uncached)] == ["2", "1", "0"]
+    assert hit.content == uncached.content == first.content
+    # One EVALSHA from the worker per request; Redis also counts the commands the script ran: the
+    # counter's SET NX (the window has it: no effect) and INCR, and the two generations' GET.
+    assert calls == {"evalsha": 2, "set": 2, "incr": 2, "get": 4}
+    assert (len(counters), counted) == (1, 3)
 
 
 COUNTING_PROCESS = """
