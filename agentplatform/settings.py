@@ -23,8 +23,10 @@ from django.utils.functional import lazy
 
 from agentplatform.rates import RATE_RULE, rate_parse
 
-# Plain Python without Django imports: the one parser of the sources-missing model's coefficients.
+# Plain Python without Django imports: the one parser of the sources-missing model's coefficients,
+# and the names of the re-ranking's evidence.
 from groundtruth.search.abstention_model import AbstentionModelInvalid, abstention_model_parse
+from groundtruth.search.reranking import RERANK_FEATURES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -507,6 +509,18 @@ if (
         "in that order from highest to lowest (they break near-ties; a larger spread would let a weakly matching "
         "canonical passage outrank a strongly matching community one)"
     )
+# Re-ranking (groundtruth/search/reranking.py): the first SEARCH_RERANK_DEPTH fused candidates
+# (0: none) ordered by relevance, a weighted sum of evidence; weights fitted by
+# benchmarks/retrieval.py, each at least 0.
+SEARCH_RERANK_DEPTH = int(_non_negative("SEARCH_RERANK_DEPTH", 20))
+SEARCH_RERANK_WEIGHTS = _weights(
+    "SEARCH_RERANK_WEIGHTS", {"dense": 1.0, "question_title": 0.29, "lexical": 0.067, "coverage": 0.21}
+)
+if set(SEARCH_RERANK_WEIGHTS) - set(RERANK_FEATURES) or any(weight < 0 for weight in SEARCH_RERANK_WEIGHTS.values()):
+    raise ImproperlyConfigured(
+        f"SEARCH_RERANK_WEIGHTS takes {', '.join(RERANK_FEATURES)}, each a number of at least 0, "
+        f"got {env.str('SEARCH_RERANK_WEIGHTS')!r}"
+    )
 # /ask: at most how many passages to cite; a passage after the first is cited only while its
 # dense score is within ASK_CITATION_MARGIN of the first's; at most how many lines a snippet keeps.
 ASK_CITATION_COUNT = _positive_int("ASK_CITATION_COUNT", 5)
@@ -518,20 +532,20 @@ ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 8)
 _abstention_weights = _weights(
     "ASK_ABSTENTION_MODEL",
     {
-        "intercept": -9.684,
-        "heading_similarity": 7.224,
-        "peak": 4.88,
-        "coverage": 1.765,
-        "agreement": 0.1916,
-        "named_known": 1.947,
-        "names_together": 3.361,
+        "intercept": -9.877,
+        "heading_similarity": 7.18,
+        "peak": 5.001,
+        "coverage": 2.287,
+        "agreement": 0.2647,
+        "named_known": 1.74,
+        "names_together": 3.357,
     },
 )
 try:
     ASK_ABSTENTION_MODEL = abstention_model_parse(_abstention_weights)
 except AbstentionModelInvalid as exc:
     raise ImproperlyConfigured(f"ASK_ABSTENTION_MODEL: {exc}") from exc
-ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.329)
+ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.368)
 if ASK_ABSTENTION_THRESHOLD > 1:
     raise ImproperlyConfigured(
         f"ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got {ASK_ABSTENTION_THRESHOLD}"

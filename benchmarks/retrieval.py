@@ -18,16 +18,18 @@ Every question then goes through the service functions that /search and /ask cal
 A hit is a retrieved chunk (or, for /ask, a cited snippet) in the answer's file whose lines
 overlap the answer's lines. Printed, per wording (FAQ wording, paraphrase):
 - recall@1/5/10 and MRR@10 of the lexical leg, the dense leg (passage vector alone, and passage
-  and title vectors mixed) and the fused ranking;
+  and title vectors mixed), their fusion before re-ranking (its first SEARCH_RERANK_DEPTH) and
+  the service's ranking (hybrid: fused and re-ranked);
 - /ask: `sources_missing` on answerable and on unanswerable questions, how often the first
   citation holds the answer, how often any citation does, and citations per answer.
 
 Tuned parameters are reported cross-validated by repository, beside the shipped (in-sample)
-figures: for each repository, the fusion parameters are chosen on the questions of the other
-repositories (grid search for the best paraphrased MRR@10 averaged over them, each repository
-counting once), every question is asked again with them, the sources-missing model is fitted on
+figures: for each repository, the re-ranking weights are fitted on the other repositories'
+paraphrased questions (`groundtruth/search/rerank_fit.py`, on the candidates the shipped run
+re-ranked), every question is asked again with them, the sources-missing model is fitted on
 the other repositories' paraphrased and unanswerable questions (threshold: at most 5% of their
 answerable questions declared missing), and the held-out repository's questions are measured.
+(The reciprocal-rank-fusion parameters that pick the candidates stay as configured.)
 An unanswerable question is held out with the repository it asks about (its `absent_scope`, or
 the project it names), else spread evenly.
 
@@ -36,7 +38,7 @@ documentation of a webhook service, written for the benchmarks) is indexed besid
 more repository (`--no-ferrite` leaves it out): one more documentation style to tune for and to
 hold out. Its figures are printed apart.
 
-Also printed: the fusion parameters and the model fitted on all repositories, as the settings
+Also printed: the re-ranking weights and the model fitted on all repositories, as the settings
 that ship them (ASK_ABSTENTION_MODEL is what `manage.py abstention_fit` prints for the same
 questions).
 """
@@ -44,7 +46,6 @@ questions).
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import shutil
@@ -66,11 +67,6 @@ TOP = 10
 WORDINGS = {"verbatim": "FAQ wording", "paraphrase": "paraphrased"}
 ANSWERABLE_MISSING_TARGET = 0.05
 FERRITE_REPOSITORY = "ferrite-labs/ferrite"
-
-# The fusion grid searched per fold.
-HEADING_WEIGHTS = (0.0, 0.15, 0.25, 0.35, 0.5)
-LEXICAL_WEIGHTS = (0.0, 0.1, 0.2, 0.35, 0.5, 1.0)
-RANK_CONSTANTS = (5.0, 10.0, 20.0, 40.0)
 
 
 @dataclass(frozen=True)
@@ -277,12 +273,11 @@ def hit_rank(question: Question, located: Iterable[Location], *, depth: int = TO
 
 @dataclass(frozen=True)
 class Candidates:
-    """What both legs returned for one question: enough to fuse again with other parameters."""
+    """The candidates the service re-ranked for one question, in fused order: enough to fit the
+    re-ranking weights."""
 
-    lexical_ids: list[int]
-    dense_hits: list  # DenseHit, in the service's order
-    trust: dict[int, str]
-    locations: dict[int, Location]
+    evidence: list[dict[str, float]]  # reranking.RerankEvidence.as_dict()
+    locations: list[Location]
 
 
 @dataclass
@@ -360,6 +355,7 @@ def questions_ask(
                         hit.chunk_id for hit in dense_ranking(outcome.dense_hits, heading_weight=0.0)
                     ],
                     "dense": [hit.chunk_id for hit in outcome.dense_hits],
+                    "fused, before re-ranking": list(outcome.rerank_evidence),
                     "hybrid": [hit.chunk.pk for hit in outcome.hits],
                 }
                 ranks = {method: hit_rank(question, _locations(ids, chunks)) for method, ids in methods.items()}
@@ -369,10 +365,8 @@ def questions_ask(
                     wording=wording,
                     ranks=ranks,
                     candidates=Candidates(
-                        lexical_ids=[hit.chunk_id for hit in outcome.lexical_hits],
-                        dense_hits=list(outcome.dense_hits),
-                        trust={chunk_id: chunk.trust for chunk_id, chunk in chunks.items()},
-                        locations={i: Location(c.path, c.start_line, c.end_line) for i, c in chunks.items()},
+                        evidence=[evidence.as_dict() for evidence in outcome.rerank_evidence.values()],
+                        locations=_locations(list(outcome.rerank_evidence), chunks),
                     ),
                     features=features,
                     sources_missing=answer.sources_missing,
@@ -434,47 +428,19 @@ class AskMetrics:
 
 
 # --- tuning --------------------------------------------------------------------------------------
-def fused_rank(answer: Answered, fusion) -> int | None:
-    """The rank of the first hit when `answer`'s candidates are fused with `fusion` (the
-    service's own functions)."""
-    from groundtruth.search.fusion import dense_ranking, reciprocal_rank_fusion
+def rerank_fit(run: Run, folds: set[str], base):
+    """The fusion parameters `base` with re-ranking weights fitted on the paraphrased questions
+    of `folds` (their candidates as the run re-ranked them)."""
+    from groundtruth.search.rerank_fit import RankedCandidates, rerank_weights_fit
 
-    candidates = answer.candidates
-    dense_ids = [hit.chunk_id for hit in dense_ranking(candidates.dense_hits, heading_weight=fusion.heading_weight)]
-    fused = reciprocal_rank_fusion(
-        lexical_ids=candidates.lexical_ids,
-        dense_ids=dense_ids,
-        trust_by_chunk=candidates.trust,
-        lexical_weight=fusion.lexical_weight,
-        dense_weight=fusion.dense_weight,
-        rank_constant=fusion.rank_constant,
-        trust_weights=fusion.trust_weights,
-    )
-    return hit_rank(answer.question, (candidates.locations[hit.chunk_id] for hit in fused[:TOP]))
-
-
-def fusion_tune(run: Run, folds: set[str], base) -> tuple:
-    """The grid point with the best paraphrased MRR@10 (then recall@5) averaged over the
-    repositories of `folds`, each counting once however many questions it has."""
-    answers = run.select(wording="paraphrase", folds=folds)
-    by_fold: dict[str, list[Answered]] = {}
-    for answer in answers:
-        by_fold.setdefault(answer.question.fold, []).append(answer)
-    best_key, best = None, base
-    for heading_weight, lexical_weight, rank_constant in itertools.product(
-        HEADING_WEIGHTS, LEXICAL_WEIGHTS, RANK_CONSTANTS
-    ):
-        fusion = replace(
-            base, heading_weight=heading_weight, lexical_weight=lexical_weight, rank_constant=rank_constant
+    samples = [
+        RankedCandidates(
+            evidence=answer.candidates.evidence,
+            answers=[_overlaps(answer.question, location) for location in answer.candidates.locations],
         )
-        metrics = [RankMetrics.of([fused_rank(answer, fusion) for answer in fold]) for fold in by_fold.values()]
-        key = (
-            round(statistics.mean(metric.mrr_10 for metric in metrics), 9),
-            round(statistics.mean(metric.recall_5 for metric in metrics), 9),
-        )
-        if best_key is None or key > best_key:
-            best_key, best = key, fusion
-    return best
+        for answer in run.select(wording="paraphrase", folds=folds)
+    ]
+    return replace(base, rerank_weights=rerank_weights_fit(samples))
 
 
 def abstention_samples(run: Run, folds: set[str]) -> list:
@@ -496,6 +462,10 @@ def abstention_fit(run: Run, folds: set[str]) -> tuple:
 
 
 # --- report --------------------------------------------------------------------------------------
+def _weights_text(weights) -> str:
+    return ",".join(f"{name}={weight:g}" for name, weight in weights.items())
+
+
 def rank_table(title: str, rows: list[tuple[str, RankMetrics]]) -> None:
     print(f"\n{title}")
     print(f"  {'':<44} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR@10':>7}")
@@ -550,7 +520,8 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
     print(
         f"shipped configuration: SEARCH_HEADING_WEIGHT={configured.heading_weight:g} "
         f"SEARCH_LEXICAL_WEIGHT={configured.lexical_weight:g} SEARCH_DENSE_WEIGHT={configured.dense_weight:g} "
-        f"SEARCH_RRF_K={configured.rank_constant:g}"
+        f"SEARCH_RRF_K={configured.rank_constant:g} SEARCH_RERANK_DEPTH={configured.rerank_depth} "
+        f"SEARCH_RERANK_WEIGHTS={_weights_text(configured.rerank_weights)}"
     )
 
     cross: Run | None = None
@@ -559,8 +530,8 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
         chosen = []
         for fold in evaluation.folds:
             training = set(evaluation.folds) - {fold}
-            fusion = fusion_tune(shipped, training, configured)
-            fold_run = questions_ask(evaluation, fusion=fusion) if fusion != configured else shipped
+            fusion = rerank_fit(shipped, training, configured)
+            fold_run = questions_ask(evaluation, fusion=fusion)
             model, threshold = abstention_fit(fold_run, training)
             held_out = questions_ask(
                 evaluation, fusion=fusion, abstention_model=model, abstention_threshold=threshold, folds={fold}
@@ -570,8 +541,7 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
         print("\nper held-out repository, the parameters chosen on the others:")
         for fold, fusion, threshold in chosen:
             print(
-                f"  {fold:<22} heading {fusion.heading_weight:g}, lexical {fusion.lexical_weight:g}, "
-                f"k {fusion.rank_constant:g}; abstention threshold {threshold:.3f}"
+                f"  {fold:<22} re-ranking {_weights_text(fusion.rerank_weights)}; abstention threshold {threshold:.3f}"
             )
 
     for collection in evaluation.collections:
@@ -587,7 +557,7 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
             selected = shipped.select(wording=wording, collection=collection)
             rows = [
                 (f"{method} (shipped)", RankMetrics.of([answer.ranks[method] for answer in selected]))
-                for method in ("lexical", "dense, passage vector", "dense", "hybrid")
+                for method in ("lexical", "dense, passage vector", "dense", "fused, before re-ranking", "hybrid")
             ]
             if cross is not None:
                 held_out = cross.select(wording=wording, collection=collection)
@@ -618,14 +588,11 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
             ask_table(f"/ask, {WORDINGS[wording]} questions (unanswerable questions have one wording):", rows)
 
     if len(evaluation.folds) > 1:
-        fusion = fusion_tune(shipped, set(evaluation.folds), configured)
-        final = questions_ask(evaluation, fusion=fusion) if fusion != configured else shipped
+        fusion = rerank_fit(shipped, set(evaluation.folds), configured)
+        final = questions_ask(evaluation, fusion=fusion)
         model, threshold = abstention_fit(final, set(evaluation.folds))
         print("\nfitted on every repository (the settings that ship these figures):")
-        print(
-            f"  SEARCH_HEADING_WEIGHT={fusion.heading_weight:g} SEARCH_LEXICAL_WEIGHT={fusion.lexical_weight:g} "
-            f"SEARCH_RRF_K={fusion.rank_constant:g}"
-        )
+        print(f"  SEARCH_RERANK_WEIGHTS={_weights_text(fusion.rerank_weights)}")
         print(f"  ASK_ABSTENTION_MODEL={model.configuration()}")
         print(f"  ASK_ABSTENTION_THRESHOLD={threshold:.3f}")
 

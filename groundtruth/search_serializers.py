@@ -104,7 +104,17 @@ class CitationSerializer(serializers.Serializer):
 class SearchResultSerializer(serializers.Serializer):
     chunk_id = serializers.IntegerField()
     text = serializers.CharField()
-    score = serializers.FloatField(help_text="Fused score (weighted reciprocal ranks times the trust weight).")
+    score = serializers.FloatField(
+        help_text="Fused score (weighted reciprocal ranks times the trust weight): how the candidates were picked."
+    )
+    relevance = serializers.FloatField(
+        allow_null=True,
+        help_text=(
+            "The evidence score that orders the first SEARCH_RERANK_DEPTH (20) results: dense similarity, a "
+            "section title that asks the question, BM25 share and word coverage, weighted, times the trust "
+            "weight. null for a result beyond them (they follow in fused order) and without a dense leg."
+        ),
+    )
     heading = serializers.ListField(child=serializers.CharField(), help_text="Heading trail, outermost first.")
     trust = serializers.ChoiceField(choices=TrustTier.choices)
     citation = CitationSerializer()
@@ -148,6 +158,7 @@ def search_result_data(hit: Any, *, request: HttpRequest | None = None) -> dict[
         "chunk_id": chunk.pk,
         "text": chunk.text,
         "score": round(hit.score, 6),
+        "relevance": None if hit.relevance is None else round(hit.relevance, 6),
         "heading": list(chunk.heading or []),
         "trust": chunk.trust,
         "citation": citation_with_source_url(citation, request=request),

@@ -29,9 +29,7 @@ questions the documentation cannot answer) over evidence features, each in [0, 1
   something the documentation lacks usually names it; a user rewording a question keeps the
   names and changes the other words. Without names both are 1.
 
-IDF here caps a word no chunk has at the IDF of a word one chunk has: on a small corpus the IDF
-of unseen words (often plain English such as "happens") would otherwise outweigh everything the
-corpus does contain.
+IDF here is `LexicalQuery.capped_idf`: a word no chunk has counts as much as a word one chunk has.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ from groundtruth.search.abstention_model import FEATURES, AbstentionModel
 from groundtruth.search.fusion import dense_score
 from groundtruth.search.hybrid_search import SearchOutcome
 from groundtruth.search.lexical_index import lexemes_present, texts_lexemes
-from groundtruth.search.lexical_search import bm25_idf, chunks_lexemes_matched
+from groundtruth.search.lexical_search import bm25_share, chunks_lexemes_matched, idf_share
 
 # How many of the best passages the evidence looks at.
 COVERAGE_TOP = 5
@@ -97,18 +95,10 @@ def question_names(question: str, *, repositories: list[Repository]) -> list[str
     return names
 
 
-def _capped_idf(outcome: SearchOutcome) -> dict[str, float]:
-    query = outcome.lexical_query
-    ceiling = bm25_idf(document_frequency=1, document_count=max(query.document_count, 1))
-    return {term.lexeme: min(term.idf, ceiling) for term in query.terms}
-
-
 def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[str, float], list[Repository]]:
     """The features of FEATURES for `outcome`, and the repositories the question names."""
-    idf = _capped_idf(outcome)
-    mass = sum(idf.values())
-    ceiling = bm25_idf(document_frequency=1, document_count=max(outcome.lexical_query.document_count, 1))
-    rare = {lexeme for lexeme, value in idf.items() if value > 0.5 * ceiling}
+    idf = outcome.lexical_query.capped_idf()
+    rare = {lexeme for lexeme, value in idf.items() if value > 0.5 * outcome.lexical_query.idf_ceiling}
     named = repositories_named(question=question, repositories=outcome.repositories)
     searched_ids = {repository.pk for repository in outcome.repositories}
     named_ids = {repository.pk for repository in named} or searched_ids
@@ -135,7 +125,7 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
     lexical_rank = {hit.chunk_id: rank for rank, hit in enumerate(lexical[:NEIGHBOURS], start=1)}
 
     def share(lexemes: set[str]) -> float:
-        return sum(idf[lexeme] for lexeme in lexemes if lexeme in idf) / mass if mass > 0 else 0.0
+        return idf_share(lexemes, idf=idf)
 
     def rare_share(chunk_ids: list[int]) -> float:
         if not rare:
@@ -148,7 +138,6 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
     }
     named_present = present[frozenset(named_ids)]
     scores = [dense_score(hit, heading_weight=heading_weight) for hit in dense[:NEIGHBOURS]]
-    attainable = mass * (settings.SEARCH_BM25_K1 + 1)
 
     features = {
         "similarity": scores[0] if scores else 0.0,
@@ -158,7 +147,7 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
         "known": share(present[frozenset(searched_ids)]),
         "rare_together": rare_share(looked_at),
         "agreement": 1.0 / lexical_rank[dense[0].chunk_id] if dense and dense[0].chunk_id in lexical_rank else 0.0,
-        "lexical": min(lexical[0].score / attainable, 1.0) if lexical and attainable > 0 else 0.0,
+        "lexical": bm25_share(lexical[0].score, idf=idf) if lexical else 0.0,
         "named_similarity": dense_score(named_dense[0], heading_weight=heading_weight) if named_dense else 0.0,
         "named_coverage": max((share(matched.get(chunk_id, set())) for chunk_id in named_top), default=0.0),
         "named_known": share(named_present),

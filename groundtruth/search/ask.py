@@ -16,6 +16,7 @@ from groundtruth.search.answer_composition import answer_is_refusal, answer_mark
 from groundtruth.search.citations import citation_for
 from groundtruth.search.fusion import FusionParameters
 from groundtruth.search.hybrid_search import SearchHit, SearchOutcome, chunk_search, search_scope_resolve
+from groundtruth.search.lexical_search import idf_share
 from groundtruth.search.llm_client import ChatModel, LanguageModelError, chat_completion_create
 from groundtruth.search.snippets import snippets_narrow
 
@@ -79,9 +80,7 @@ def _evidence(assessment: AbstentionAssessment) -> dict[str, Any]:
 
 def _word_share(hit: SearchHit, outcome: SearchOutcome) -> float:
     """The share of the question's IDF mass that a passage contains."""
-    total = outcome.lexical_query.total_idf
-    idf = {term.lexeme: term.idf for term in outcome.lexical_query.terms}
-    return sum(idf.get(lexeme, 0.0) for lexeme in hit.matched_lexemes) / total if total > 0 else 0.0
+    return idf_share(hit.matched_lexemes, idf=outcome.lexical_query.idf)
 
 
 def citations_select(outcome: SearchOutcome, *, count: int, margin: float) -> list[SearchHit]:

@@ -34,6 +34,9 @@ class FusionParameters:
     dense_weight: float
     rank_constant: float
     trust_weights: Mapping[str, float]
+    # The re-ranking of the best fused candidates (reranking.py): how many, and the weights.
+    rerank_depth: int
+    rerank_weights: Mapping[str, float]
 
 
 def fusion_parameters_configured() -> FusionParameters:
@@ -43,6 +46,8 @@ def fusion_parameters_configured() -> FusionParameters:
         dense_weight=settings.SEARCH_DENSE_WEIGHT,
         rank_constant=settings.SEARCH_RRF_K,
         trust_weights=settings.SEARCH_TRUST_WEIGHTS,
+        rerank_depth=settings.SEARCH_RERANK_DEPTH,
+        rerank_weights=settings.SEARCH_RERANK_WEIGHTS,
     )
 
 

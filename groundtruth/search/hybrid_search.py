@@ -1,4 +1,5 @@
-"""Hybrid search: the lexical and dense legs over one snapshot, fused, with the chunks loaded."""
+"""Hybrid search: the lexical and dense legs over one snapshot, fused and re-ranked, with the chunks
+loaded."""
 
 from __future__ import annotations
 
@@ -13,14 +14,24 @@ from agentplatform.errors import InvalidInput
 from groundtruth.models import Chunk, Repository
 from groundtruth.search.dense_search import DenseHit, dense_candidates
 from groundtruth.search.fusion import (
+    FusedHit,
     FusionParameters,
     dense_ranking,
     dense_score,
     fusion_parameters_configured,
     reciprocal_rank_fusion,
 )
-from groundtruth.search.lexical_search import LexicalHit, LexicalQuery, lexical_candidates, lexical_query_build
+from groundtruth.search.lexical_search import (
+    LexicalHit,
+    LexicalQuery,
+    bm25_share,
+    chunks_lexemes_matched,
+    idf_share,
+    lexical_candidates,
+    lexical_query_build,
+)
 from groundtruth.search.query_embedding import QueryEmbedding, query_embed
+from groundtruth.search.reranking import RerankEvidence, relevance, rerank_evidence
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,7 @@ class SearchHit:
     heading_similarity: float | None  # of the title vector
     dense_score: float | None  # the two mixed (fusion.dense_score)
     matched_lexemes: tuple[str, ...]
+    relevance: float | None = None  # reranking.relevance; None outside the re-ranked candidates
 
 
 @dataclass
@@ -46,6 +58,7 @@ class SearchOutcome:
     embedding: QueryEmbedding | None = None
     chunks: dict[int, Chunk] = field(default_factory=dict)  # every candidate of either leg
     fusion: FusionParameters | None = None
+    rerank_evidence: dict[int, RerankEvidence] = field(default_factory=dict)  # of the re-ranked candidates
 
 
 def search_scope_resolve(*, names: list[str] | None) -> list[Repository]:
@@ -81,11 +94,53 @@ def _consistent_snapshot() -> Iterator[None]:
         yield
 
 
+def _rerank_evidence(
+    *,
+    fused: list[FusedHit],
+    dense_hits: list[DenseHit],
+    lexical_hits: list[LexicalHit],
+    chunks: dict[int, Chunk],
+    query: LexicalQuery,
+    fusion: FusionParameters,
+) -> dict[int, RerankEvidence]:
+    """The evidence of the first `fusion.rerank_depth` fused candidates that the dense leg scored
+    (reranking.py); the words of those outside the lexical leg's candidates are looked up (one
+    query). Nothing without a dense leg."""
+    dense = {hit.chunk_id: hit for hit in dense_hits}
+    head = [hit.chunk_id for hit in fused[: fusion.rerank_depth] if hit.chunk_id in dense]
+    if not head:
+        return {}
+    idf = query.capped_idf()
+    lexical = {hit.chunk_id: hit for hit in lexical_hits}
+    looked_up = chunks_lexemes_matched(chunk_ids=[i for i in head if i not in lexical], lexemes=sorted(idf))
+    return {
+        chunk_id: rerank_evidence(
+            dense_score=dense_score(dense[chunk_id], heading_weight=fusion.heading_weight),
+            heading_similarity=dense[chunk_id].heading_similarity,
+            heading=chunks[chunk_id].heading,
+            lexical_share=bm25_share(lexical[chunk_id].score, idf=idf) if chunk_id in lexical else 0.0,
+            coverage=idf_share(
+                lexical[chunk_id].matched_lexemes if chunk_id in lexical else looked_up.get(chunk_id, set()), idf=idf
+            ),
+        )
+        for chunk_id in head
+    }
+
+
+def _reranked(fused: list[FusedHit], *, relevances: dict[int, float]) -> list[FusedHit]:
+    """The re-ranked candidates by relevance (ties by chunk id), then the others in fused order."""
+    head = sorted(
+        (hit for hit in fused if hit.chunk_id in relevances), key=lambda hit: (-relevances[hit.chunk_id], hit.chunk_id)
+    )
+    return head + [hit for hit in fused if hit.chunk_id not in relevances]
+
+
 def chunk_search(
     *, query: str, repositories: list[Repository], limit: int, fusion: FusionParameters | None = None
 ) -> SearchOutcome:
-    """The `limit` best chunks for `query` in `repositories`, fused from both legs with the
-    configured (or the given, for benchmarks) fusion parameters.
+    """The `limit` best chunks for `query` in `repositories`, fused from both legs and the best
+    of them re-ranked by relevance (reranking.py), with the configured (or the given, for
+    benchmarks) fusion parameters.
 
     The query is embedded before the transaction opens (no transaction held during model
     inference); with EMBEDDING_BACKEND=none only the lexical leg runs.
@@ -116,18 +171,34 @@ def chunk_search(
             .defer("embedding", "heading_embedding", "search_vector")
         )
         chunks = {chunk.pk: chunk for chunk in candidates}
-    heading_weight = fusion.heading_weight
-    dense_hits = [hit for hit in dense_ranking(dense_hits, heading_weight=heading_weight) if hit.chunk_id in chunks]
-    lexical_hits = [hit for hit in lexical_hits if hit.chunk_id in chunks]
-    fused = reciprocal_rank_fusion(
-        lexical_ids=[hit.chunk_id for hit in lexical_hits],
-        dense_ids=[hit.chunk_id for hit in dense_hits],
-        trust_by_chunk={chunk_id: chunk.trust for chunk_id, chunk in chunks.items()},
-        lexical_weight=fusion.lexical_weight,
-        dense_weight=fusion.dense_weight,
-        rank_constant=fusion.rank_constant,
-        trust_weights=fusion.trust_weights,
-    )
+        dense_hits = [
+            hit for hit in dense_ranking(dense_hits, heading_weight=fusion.heading_weight) if hit.chunk_id in chunks
+        ]
+        lexical_hits = [hit for hit in lexical_hits if hit.chunk_id in chunks]
+        fused = reciprocal_rank_fusion(
+            lexical_ids=[hit.chunk_id for hit in lexical_hits],
+            dense_ids=[hit.chunk_id for hit in dense_hits],
+            trust_by_chunk={chunk_id: chunk.trust for chunk_id, chunk in chunks.items()},
+            lexical_weight=fusion.lexical_weight,
+            dense_weight=fusion.dense_weight,
+            rank_constant=fusion.rank_constant,
+            trust_weights=fusion.trust_weights,
+        )
+        evidence = _rerank_evidence(
+            fused=fused,
+            dense_hits=dense_hits,
+            lexical_hits=lexical_hits,
+            chunks=chunks,
+            query=lexical_query,
+            fusion=fusion,
+        )
+    relevances = {
+        chunk_id: relevance(
+            found, weights=fusion.rerank_weights, trust_weight=fusion.trust_weights.get(chunks[chunk_id].trust, 0.0)
+        )
+        for chunk_id, found in evidence.items()
+    }
+    fused = _reranked(fused, relevances=relevances)
     dense = {hit.chunk_id: hit for hit in dense_hits}
     matched = {hit.chunk_id: hit.matched_lexemes for hit in lexical_hits}
     hits = []
@@ -141,8 +212,9 @@ def chunk_search(
                 dense_rank=hit.dense_rank,
                 similarity=dense_hit.similarity if dense_hit else None,
                 heading_similarity=dense_hit.heading_similarity if dense_hit else None,
-                dense_score=dense_score(dense_hit, heading_weight=heading_weight) if dense_hit else None,
+                dense_score=dense_score(dense_hit, heading_weight=fusion.heading_weight) if dense_hit else None,
                 matched_lexemes=matched.get(hit.chunk_id, ()),
+                relevance=relevances.get(hit.chunk_id),
             )
         )
     return SearchOutcome(
@@ -155,4 +227,5 @@ def chunk_search(
         embedding=embedding,
         chunks=chunks,
         fusion=fusion,
+        rerank_evidence=evidence,
     )

@@ -2,7 +2,7 @@
 
 One call runs the two pipelines exactly as the API runs them (/ask: `question_answer_explained`;
 /search: `chunk_search`), so the console shows what a client would get, and adds what the
-responses leave out: each passage's lexical and dense rank, its fused score and dense
+responses leave out: each passage's lexical and dense rank, its fused score, relevance and dense
 similarity, the cited lines inside their surrounding lines read from the git cache, and the
 sources-missing decision with the evidence it was made from (each feature's value, weight and
 share of the logit, the probability and the threshold).
@@ -47,6 +47,7 @@ class InspectedPassage:
     heading: list[str]
     trust: str
     fused_score: float  # as /search reports it
+    relevance: float | None  # as /search reports it: what ordered the re-ranked passages
     lexical_rank: int | None  # None: the lexical leg did not find it
     dense_rank: int | None  # None: the dense leg did not find it (or there is no dense leg)
     similarity: float | None  # the dense score (passage similarity lifted by the title's)
@@ -153,6 +154,7 @@ def _passage(hit: SearchHit, *, line: int, end_line: int, number: int | None = N
         heading=list(chunk.heading or []),
         trust=chunk.trust,
         fused_score=round(hit.score, 6),
+        relevance=None if hit.relevance is None else round(hit.relevance, 6),
         lexical_rank=hit.lexical_rank,
         dense_rank=hit.dense_rank,
         similarity=None if hit.dense_score is None else round(hit.dense_score, 4),

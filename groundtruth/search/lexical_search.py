@@ -31,6 +31,7 @@ tsvector route keeps the index exact and the statistics current.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +56,20 @@ class LexicalQuery:
     document_count: int
 
     @property
-    def total_idf(self) -> float:
-        return sum(term.idf for term in self.terms)
+    def idf(self) -> dict[str, float]:
+        return {term.lexeme: term.idf for term in self.terms}
+
+    @property
+    def idf_ceiling(self) -> float:
+        """The IDF of a lexeme that a single chunk has: the largest a present lexeme can have."""
+        return bm25_idf(document_frequency=1, document_count=max(self.document_count, 1))
+
+    def capped_idf(self) -> dict[str, float]:
+        """Each lexeme's IDF, a lexeme no chunk has capped at `idf_ceiling`: on a small corpus the
+        IDF of unseen words (often plain English such as "happens") would otherwise outweigh
+        everything the corpus does contain."""
+        ceiling = self.idf_ceiling
+        return {term.lexeme: min(term.idf, ceiling) for term in self.terms}
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,20 @@ def lexical_query_build(*, text: str) -> LexicalQuery:
         for lexeme, frequency, _ in rows
     ]
     return LexicalQuery(terms=terms, document_count=document_count)
+
+
+def idf_share(lexemes: Iterable[str], *, idf: Mapping[str, float]) -> float:
+    """The share of a question's IDF mass (`idf`: its lexemes and their IDF) that `lexemes`
+    carry: how much of the question a passage holds, rare words weighing most."""
+    mass = sum(idf.values())
+    return sum(idf.get(lexeme, 0.0) for lexeme in set(lexemes)) / mass if mass > 0 else 0.0
+
+
+def bm25_share(score: float, *, idf: Mapping[str, float]) -> float:
+    """A BM25 score over the largest score a passage could reach for the question's lexemes
+    (every one present, its term frequency saturated), at most 1."""
+    attainable = sum(idf.values()) * (settings.SEARCH_BM25_K1 + 1)
+    return min(score / attainable, 1.0) if attainable > 0 else 0.0
 
 
 def _tsquery_literal(lexemes: list[str]) -> str:

@@ -137,6 +137,7 @@ def test_a_documented_question_shows_the_cited_lines_highlighted_with_their_rank
     assert 'lexical rank <strong class="lexical-rank">1</strong>' in page
     assert 'dense rank <strong class="dense-rank">1</strong>' in page
     assert 'fused score <strong class="fused-score">0.1</strong>' in page
+    assert f'relevance <strong class="relevance">{first.relevance}</strong>' in page
 
 
 def test_the_console_shows_exactly_what_ask_and_search_answer(client, api_client, staff, ingested):
@@ -147,9 +148,13 @@ def test_the_console_shows_exactly_what_ask_and_search_answer(client, api_client
     response = client.get(ASK_PAGE, {"q": DOCUMENTED, "limit": "4"})
 
     assert json.loads(response.context["ask_json"]) == asked
-    assert [(hit.chunk_id, hit.fused_score, hit.source_url) for hit in response.context["inspection"].hits] == [
-        (result["chunk_id"], result["score"], result["citation"]["source_url"]) for result in searched["results"]
+    assert [
+        (hit.chunk_id, hit.fused_score, hit.relevance, hit.source_url) for hit in response.context["inspection"].hits
+    ] == [
+        (result["chunk_id"], result["score"], result["relevance"], result["citation"]["source_url"])
+        for result in searched["results"]
     ]
+    assert all(hit.relevance is not None for hit in response.context["inspection"].hits)
     [citation] = asked["citations"]
     assert f'<a class="source-link" href="{escape(citation["source_url"])}"' in response.content.decode()
 

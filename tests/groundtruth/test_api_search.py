@@ -37,8 +37,9 @@ def test_search_with_an_ingest_only_key_is_403(api_client, indexed):
 
 
 def test_search_returns_cited_chunks_best_first(api_client, indexed, reader, settings):
-    # The lexical leg alone, so that the score is one exact reciprocal rank.
+    # The lexical leg alone, so that the score is one exact reciprocal rank (and no re-ranking).
     settings.SEARCH_DENSE_WEIGHT = 0.0
+    settings.SEARCH_RERANK_DEPTH = 0
     broker = indexed["handbook"][0]
 
     response = api_client.get("/search", {"q": "CELERY_BROKER_URL", "repo": "acme/handbook", "limit": 1}, **reader)
@@ -51,6 +52,7 @@ def test_search_returns_cited_chunks_best_first(api_client, indexed, reader, set
                 "chunk_id": broker.pk,
                 "text": broker.text,
                 "score": round(settings.SEARCH_LEXICAL_WEIGHT / (settings.SEARCH_RRF_K + 1), 6),
+                "relevance": None,
                 "heading": ["Background jobs", "Broker"],
                 "trust": "canonical",
                 "citation": {

@@ -1,0 +1,180 @@
+"""Re-ranking the best fused candidates by their relevance (groundtruth/search/reranking.py) and
+fitting its weights (rerank_fit.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from groundtruth.search.fusion import fusion_parameters_configured
+from groundtruth.search.hybrid_search import chunk_search
+from groundtruth.search.lexical_search import bm25_share, idf_share
+from groundtruth.search.rerank_fit import RankedCandidates, rerank_weights_fit
+from groundtruth.search.reranking import RerankEvidence, relevance, rerank_evidence, title_is_question
+from tests.groundtruth.factories import RepositoryFactory
+from tests.groundtruth.search_fixtures import Section, chunks_index
+
+
+@pytest.mark.parametrize(
+    ("heading", "asks"),
+    [
+        (["Frequently Asked Questions", "Does Scrapy work with HTTP proxies?"], True),
+        (["How do I ...?", "How do I declare a global variable?"], True),
+        (["FAQ", "How to split an item into multiple items in an item pipeline"], True),
+        (["Programming", "Can I debug a jitted function?  "], True),
+        (["Downloader middleware", "HttpProxyMiddleware"], False),
+        (["Questions?", "Options"], False),  # the section's own title decides, not its parents'
+        (["Howto guides"], False),  # a question word must be a word of its own
+        ([], False),
+    ],
+)
+def test_a_title_asks_a_question_when_it_ends_with_a_question_mark_or_opens_with_a_question_word(heading, asks):
+    assert title_is_question(heading) is asks
+
+
+def test_the_shares_of_the_question_a_passage_holds(settings):
+    settings.SEARCH_BM25_K1 = 1.2
+    idf = {"proxi": 2.0, "server": 1.0, "crawl": 1.0}  # mass 4.0
+
+    assert idf_share({"proxi", "crawl"}, idf=idf) == 0.75
+    assert idf_share(["server", "server", "absent"], idf=idf) == 0.25
+    assert idf_share({"proxi"}, idf={}) == 0.0
+    assert bm25_share(2.2, idf=idf) == 2.2 / (4.0 * 2.2)
+    assert bm25_share(100.0, idf=idf) == 1.0
+    assert bm25_share(1.0, idf={}) == 0.0
+
+
+def test_evidence_of_a_candidate():
+    faq = rerank_evidence(
+        dense_score=0.6,
+        heading_similarity=0.8,
+        heading=["FAQ", "Does Acme work with HTTP proxies?"],
+        lexical_share=0.25,
+        coverage=0.75,
+    )
+    reference = rerank_evidence(
+        dense_score=0.7,
+        heading_similarity=0.9,
+        heading=["Middleware", "HttpProxyMiddleware"],
+        lexical_share=0.0,
+        coverage=0.25,
+    )
+
+    assert faq == RerankEvidence(dense=0.6, question_title=0.8, lexical=0.25, coverage=0.75)
+    assert reference == RerankEvidence(dense=0.7, question_title=0.0, lexical=0.0, coverage=0.25)
+    weights = {"dense": 1.0, "question_title": 0.3, "lexical": 0.1, "coverage": 0.2}
+    assert math.isclose(
+        relevance(faq, weights=weights, trust_weight=0.96), 0.96 * (0.6 + 0.3 * 0.8 + 0.1 * 0.25 + 0.2 * 0.75)
+    )
+    assert math.isclose(relevance(reference, weights=weights, trust_weight=1.0), 0.7 + 0.2 * 0.25)
+
+
+def test_a_passage_without_a_title_has_no_question_title_evidence():
+    evidence = rerank_evidence(dense_score=0.5, heading_similarity=None, heading=[], lexical_share=0.0, coverage=0.0)
+
+    assert evidence == RerankEvidence(dense=0.5, question_title=0.0, lexical=0.0, coverage=0.0)
+
+
+ACME = [
+    Section(
+        path="docs/topics/downloader-middleware.rst",
+        heading=("Downloader middleware", "HttpProxyMiddleware"),
+        text=(
+            "This middleware sets the HTTP proxy to use for requests, by setting the proxy meta value\n"
+            "for Request objects. It obeys the environment variables http_proxy and https_proxy."
+        ),
+        start_line=40,
+    ),
+    Section(
+        path="docs/faq.rst",
+        heading=("Frequently Asked Questions", "Does Acme work with HTTP proxies?"),
+        text="Yes. Support for HTTP proxies is provided through the HTTP proxy downloader middleware.",
+        start_line=12,
+    ),
+    Section(
+        path="docs/topics/settings.rst",
+        heading=("Settings", "CONCURRENT_REQUESTS"),
+        text="The maximum number of concurrent requests the downloader performs.",
+        start_line=80,
+    ),
+]
+
+
+@pytest.mark.django_db
+def test_an_faq_entry_that_asks_the_question_is_ranked_first_by_its_title():
+    repository = RepositoryFactory(name="acme/crawler", trust="reviewed")
+    reference, faq, settings_chunk = chunks_index(repository, ACME)
+    question = "how can I route my crawl through a proxy server?"
+    configured = fusion_parameters_configured()
+
+    outcome = chunk_search(query=question, repositories=[repository], limit=3)
+    without_titles = chunk_search(
+        query=question,
+        repositories=[repository],
+        limit=3,
+        fusion=replace(configured, rerank_weights={**configured.rerank_weights, "question_title": 0.0}),
+    )
+
+    assert [hit.chunk.pk for hit in outcome.hits] == [faq.pk, reference.pk, settings_chunk.pk]
+    assert [hit.chunk.pk for hit in without_titles.hits] == [reference.pk, faq.pk, settings_chunk.pk]
+    by_chunk = {hit.chunk.pk: hit for hit in outcome.hits}
+    assert outcome.rerank_evidence[faq.pk].question_title == by_chunk[faq.pk].heading_similarity
+    assert outcome.rerank_evidence[reference.pk].question_title == 0.0
+    for hit in outcome.hits:
+        assert hit.relevance == relevance(
+            outcome.rerank_evidence[hit.chunk.pk], weights=configured.rerank_weights, trust_weight=0.98
+        )
+        assert outcome.rerank_evidence[hit.chunk.pk].dense == hit.dense_score
+
+
+@pytest.mark.django_db
+def test_a_rerank_depth_of_zero_keeps_the_fused_order():
+    repository = RepositoryFactory(name="acme/crawler")
+    chunks_index(repository, ACME)
+    configured = fusion_parameters_configured()
+
+    fused = chunk_search(
+        query="how can I route my crawl through a proxy server?",
+        repositories=[repository],
+        limit=3,
+        fusion=replace(configured, rerank_depth=0),
+    )
+
+    assert fused.rerank_evidence == {}
+    assert [hit.relevance for hit in fused.hits] == [None, None, None]
+    scores = [hit.score for hit in fused.hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def _candidates(rows: list[tuple[float, float, float, float]], answer: int) -> RankedCandidates:
+    return RankedCandidates(
+        evidence=[dict(zip(("dense", "question_title", "lexical", "coverage"), row, strict=True)) for row in rows],
+        answers=[index == answer for index in range(len(rows))],
+    )
+
+
+def test_the_fit_weighs_the_evidence_that_tells_the_answer_apart():
+    # The answer has the best question title each time, the best dense score only half the time;
+    # the lexical share and the coverage say nothing (the same for every candidate).
+    samples = [
+        _candidates([(0.70, 0.0, 0.3, 0.5), (0.65, 0.8, 0.3, 0.5), (0.50, 0.0, 0.3, 0.5)], answer=1),
+        _candidates([(0.60, 0.0, 0.3, 0.5), (0.66, 0.7, 0.3, 0.5), (0.40, 0.0, 0.3, 0.5)], answer=1),
+        _candidates([(0.72, 0.2, 0.3, 0.5), (0.64, 0.9, 0.3, 0.5), (0.55, 0.0, 0.3, 0.5)], answer=1),
+        _candidates([(0.58, 0.0, 0.3, 0.5), (0.69, 0.6, 0.3, 0.5), (0.52, 0.1, 0.3, 0.5)], answer=1),
+    ]
+
+    weights = rerank_weights_fit(samples)
+
+    assert weights["dense"] == 1.0
+    assert weights["question_title"] > 0.2
+    assert weights["lexical"] == 0.0 and weights["coverage"] == 0.0
+    for sample in samples:
+        scores = [sum(weights[name] * row[name] for name in weights) for row in sample.evidence]
+        assert scores.index(max(scores)) == sample.answers.index(True)
+
+
+def test_the_fit_needs_questions_whose_answer_is_among_other_candidates():
+    with pytest.raises(ValueError, match="fitting needs questions with an answering candidate among others"):
+        rerank_weights_fit([_candidates([(0.7, 0.0, 0.0, 0.0), (0.6, 0.0, 0.0, 0.0)], answer=5)])
