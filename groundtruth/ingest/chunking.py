@@ -236,17 +236,15 @@ def _markdown_headings(lines: list[str]) -> list[tuple[int, int, int, str]]:
     return headings
 
 
-def _markdown_sections(lines: list[str]) -> list[_Section]:
-    front_end = _front_matter_end(lines)
-    headings = _markdown_headings(lines)
+def _heading_sections(
+    lines: list[str], headings: list[tuple[int, int, int, str]], *, pending_start: int | None
+) -> list[_Section]:
+    """One section per heading (first line, body start, level, title), from the heading to the
+    next one, with the titles of its enclosing headings. A heading without a body is folded into
+    its first subsection; `pending_start`, where lines before the first heading belong to it, is
+    where the first section starts."""
     sections: list[_Section] = []
-    if front_end:
-        sections.append(_Section(0, front_end, ()))
-    first = headings[0][0] if headings else len(lines)
-    if front_end < first:
-        sections.append(_Section(front_end, first, ()))
     stack: list[tuple[int, str]] = []
-    pending_start: int | None = None  # a heading without body, folded into its first subsection
     for position, (line, body_start, level, title) in enumerate(headings):
         while stack and stack[-1][0] >= level:
             stack.pop()
@@ -261,6 +259,18 @@ def _markdown_sections(lines: list[str]) -> list[_Section]:
             continue
         sections.append(_Section(start, end, tuple(title for _, title in stack)))
     return sections
+
+
+def _markdown_sections(lines: list[str]) -> list[_Section]:
+    front_end = _front_matter_end(lines)
+    headings = _markdown_headings(lines)
+    sections: list[_Section] = []
+    if front_end:
+        sections.append(_Section(0, front_end, ()))
+    first = headings[0][0] if headings else len(lines)
+    if front_end < first:
+        sections.append(_Section(front_end, first, ()))
+    return sections + _heading_sections(lines, headings, pending_start=None)
 
 
 # --- reStructuredText ------------------------------------------------------------------------
@@ -323,21 +333,7 @@ def _rst_sections(lines: list[str]) -> list[_Section]:
         pending_start = 0
     elif first > 0:
         sections.append(_Section(0, first, ()))
-    stack: list[tuple[int, str]] = []
-    for position, (line, body_start, level, title) in enumerate(titles):
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, title))
-        end = titles[position + 1][0] if position + 1 < len(titles) else len(lines)
-        start = pending_start if pending_start is not None else line
-        pending_start = None
-        body_empty = all(not text.strip() for text in lines[body_start:end])
-        next_is_child = position + 1 < len(titles) and titles[position + 1][2] > level
-        if body_empty and next_is_child:
-            pending_start = start
-            continue
-        sections.append(_Section(start, end, tuple(title for _, title in stack)))
-    return sections
+    return sections + _heading_sections(lines, titles, pending_start=pending_start)
 
 
 # --- configuration files ---------------------------------------------------------------------
