@@ -49,6 +49,7 @@ from benchmarks.api import (  # noqa: E402
     stop,
     wrk_run,
 )
+from benchmarks.benchmark_git import git  # noqa: E402
 
 DATABASE_NAME = "bench_assets"
 TARGET_SHARE = 0.5
@@ -160,20 +161,6 @@ def png_noise(*, width: int, height: int, seed: int) -> bytes:
 
 def git_blob_sha(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git's object id
-
-
-def git(work_tree: Path, *args: str) -> None:
-    identity = {
-        "GIT_AUTHOR_NAME": "Bench",
-        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "Bench",
-        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-    }
-    subprocess.run(
-        ["git", "-C", str(work_tree), *args], check=True, capture_output=True, env={**os.environ, **identity}
-    )
 
 
 def build_repositories(work: Path, image: bytes) -> Path:

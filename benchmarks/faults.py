@@ -48,6 +48,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.benchmark_git import git  # noqa: E402
 from tests.processes import process_group_stop  # noqa: E402
 from tests.redisserver import redis_server  # noqa: E402  (a Redis of our own on a free port)
 
@@ -128,18 +129,14 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
 def repository_create(path: Path, files: dict[str, str]) -> None:
     path.mkdir(parents=True)
-    git("init", "-q", "-b", "main", cwd=path)
+    git(path, "init", "-q", "-b", "main")
     for name, text in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
-    git("add", "-A", cwd=path)
-    git("-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "content", cwd=path)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "content")
 
 
 @contextmanager
@@ -331,7 +328,7 @@ def worker_killed(
     repo = Path(env["VAR_DIR"]) / "demo-sources" / "acme-faults"
     for path in repo.glob("docs/*.md"):
         path.write_text(path.read_text() + "\nA second version.\n")
-    git("-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-qam", "v2", cwd=repo)
+    git(repo, "commit", "-qam", "v2")
     response = send(tally, client, "POST", "/ingest/repo", json={"repo": "acme/faults"}, headers=bearer)
     run_id = response.json()["run_ids"][0]
     wait_for(lambda: run_state(env, run_id)["files_processed"] >= 20, 120, "the ingest to be under way")

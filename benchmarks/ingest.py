@@ -40,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.benchmark_git import git  # noqa: E402
+
 WORDS = (
     "agent wallet token ledger deploy release migration index chunk citation registry commit branch "
     "worker queue broker schedule heartbeat retry backoff vector embedding search answer question "
@@ -61,17 +63,6 @@ def markdown_file(rng: random.Random, number: int, sections: int = 10) -> str:
         parts.append(paragraph(rng, 55) + "\n")
         parts.append(paragraph(rng, 45) + "\n")
     return "\n".join(parts)
-
-
-def git(path: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "bench",
-        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "bench",
-        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-    }
-    return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 def corpus_create(path: Path, files: int, seed: int) -> None:

@@ -44,6 +44,7 @@ sys.path.insert(0, str(BASE_DIR))
 
 from benchmarks.api import clear_redis_prefix, port_in_use, stop  # noqa: E402
 from benchmarks.benchmark_database import benchmark_database_use  # noqa: E402
+from benchmarks.benchmark_git import git  # noqa: E402
 
 DATABASE_NAME = "gt_bench_mcp"
 KEY_PREFIX = f"bench-mcp-{os.getpid()}"
@@ -62,10 +63,6 @@ def procfile_command(name: str, values: dict[str, str]) -> list[str]:
     line = next(line for line in (BASE_DIR / "Procfile").read_text().splitlines() if line.startswith(f"{name}:"))
     expanded = re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: values.get(m[1]) or (m[2] or ""), line)
     return shlex.split(expanded.split(":", 1)[1])
-
-
-def git(directory: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(directory), *args], check=True, capture_output=True)
 
 
 def repositories_create(root: Path) -> Path:

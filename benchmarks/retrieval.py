@@ -50,7 +50,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterable
@@ -62,6 +61,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.benchmark_database import ROOT, benchmark_database_use
+from benchmarks.benchmark_git import git
 
 TOP = 10
 WORDINGS = {"verbatim": "FAQ wording", "paraphrase": "paraphrased"}
@@ -190,17 +190,11 @@ def ferrite_load(path: Path) -> EvaluationSet:
 
 
 # --- git repositories and ingest -----------------------------------------------------------------
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 def _commit_tree(directory: Path, files: dict[str, bytes]) -> None:
     """Makes `directory` a git repository whose main branch holds exactly `files`."""
     if not (directory / ".git").exists():
         directory.mkdir(parents=True, exist_ok=True)
-        _git(directory, "init", "-q", "-b", "main")
-        _git(directory, "config", "user.email", "bench@example.invalid")
-        _git(directory, "config", "user.name", "benchmark")
+        git(directory, "init", "-q", "-b", "main")
     for existing in directory.iterdir():
         if existing.name != ".git":
             shutil.rmtree(existing) if existing.is_dir() else existing.unlink()
@@ -208,9 +202,9 @@ def _commit_tree(directory: Path, files: dict[str, bytes]) -> None:
         target = directory / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
-    _git(directory, "add", "-A")
-    if _git(directory, "status", "--porcelain"):
-        _git(directory, "commit", "-q", "-m", "benchmark corpus")
+    git(directory, "add", "-A")
+    if git(directory, "status", "--porcelain"):
+        git(directory, "commit", "-q", "-m", "benchmark corpus")
 
 
 def repositories_prepare(evaluation: EvaluationSet, workdir: Path) -> Path:
