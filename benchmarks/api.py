@@ -66,6 +66,7 @@ class Measurement:
     requests: int
     errors: int
     cpu_ms_per_request: float = 0.0
+    database_cpu_ms_per_request: float = 0.0  # the part of it in PostgreSQL's backends
 
 
 def load_argument_parser(*, description: str | None, default_port: int) -> argparse.ArgumentParser:
@@ -155,8 +156,16 @@ def main() -> int:
             cpu_before = server_cpu_seconds(server.pid)
             result = wrk_run(wrk, base + path, args.duration, args.connections, args.threads, headers)
             cpu_after = server_cpu_seconds(server.pid)
-            cpu = sum(seconds - cpu_before.get(pid, 0.0) for pid, seconds in cpu_after.items())
-            return Measurement(name=name, path=path, **result, cpu_ms_per_request=cpu / result["requests"] * 1000)
+            spent = {key: seconds - cpu_before.get(key, 0.0) for key, seconds in cpu_after.items()}
+            return Measurement(
+                name=name,
+                path=path,
+                **result,
+                cpu_ms_per_request=sum(spent.values()) / result["requests"] * 1000,
+                database_cpu_ms_per_request=sum(v for (kind, _), v in spent.items() if kind == "postgres")
+                / result["requests"]
+                * 1000,
+            )
 
         # The ceiling is measured before the first endpoint and after each one, and every endpoint
         # is compared with the two ceiling runs on either side of it: on a shared machine the load
@@ -187,7 +196,7 @@ def main() -> int:
     )
     header = (
         f"{'endpoint':<51} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'of ceiling':>11}"
-        f" {'CPU ms/req':>11} {'CPU-bound share':>16}"
+        f" {'CPU ms/req':>11} {'of it SQL':>10} {'CPU-bound share':>16}"
     )
     print(header)
     print("-" * len(header))
@@ -204,7 +213,7 @@ def main() -> int:
             below.append(label)
         print(
             f"GET {label:<47} {row.requests_per_second:>9.0f} {row.p50_ms:>8.2f} {row.p99_ms:>8.2f} "
-            f"{row.errors:>7} {share:>10.0%} {row.cpu_ms_per_request:>11.2f} "
+            f"{row.errors:>7} {share:>10.0%} {row.cpu_ms_per_request:>11.2f} {row.database_cpu_ms_per_request:>10.2f} "
             f"{ceiling_cpu / row.cpu_ms_per_request:>16.0%} {verdict}"
         )
     print(
@@ -216,8 +225,9 @@ def main() -> int:
     )
     print(
         "CPU ms/req: CPU time of the gunicorn workers and of this run's PostgreSQL backends per request "
-        "(not Redis, which other clients share); CPU-bound share = the ceiling's CPU per request / the "
-        "endpoint's, the share of the ceiling to expect where CPU, not waiting, is the limit."
+        "(not Redis, which other clients share); of it SQL: the PostgreSQL backends' part; CPU-bound share = "
+        "the ceiling's CPU per request / the endpoint's, the share of the ceiling to expect where CPU, not "
+        "waiting, is the limit."
     )
     load = os.getloadavg()
     print(f"load average during the run: {load[0]:.1f} (1 min), {load[1]:.1f} (5 min) on {os.cpu_count()} CPUs")
@@ -395,23 +405,23 @@ def wait_until_serving(url: str, server: subprocess.Popen, timeout: float = 90) 
     raise SystemExit(f"the server did not answer {url} within {timeout:.0f} s")
 
 
-def server_cpu_seconds(master_pid: int) -> dict[int, float]:
+def server_cpu_seconds(master_pid: int) -> dict[tuple[str, int], float]:
     """CPU seconds (user + system) so far of each gunicorn worker and each PostgreSQL backend
-    serving this run's database, by pid."""
+    serving this run's database, by ("gunicorn" or "postgres", pid)."""
     import psutil
 
-    processes = psutil.Process(master_pid).children()
+    processes = [("gunicorn", process) for process in psutil.Process(master_pid).children()]
     for process in psutil.process_iter(["cmdline"]):
         command = " ".join(process.info["cmdline"] or ())
         if command.startswith("postgres: ") and f" {DATABASE_NAME} " in command:
-            processes.append(process)
+            processes.append(("postgres", process))
     seconds = {}
-    for process in processes:
+    for kind, process in processes:
         try:
             times = process.cpu_times()
         except psutil.NoSuchProcess:
             continue
-        seconds[process.pid] = times.user + times.system
+        seconds[(kind, process.pid)] = times.user + times.system
     return seconds
 
 
