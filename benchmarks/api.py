@@ -43,6 +43,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -152,6 +153,7 @@ def main() -> int:
             check_endpoint(base + path)
 
         def measure(name: str, path: str, headers: dict[str, str] | None = None) -> Measurement:
+            assert server is not None
             wrk_run(wrk, base + path, args.warmup, args.connections, args.threads, headers)
             cpu_before = server_cpu_seconds(server.pid)
             result = wrk_run(wrk, base + path, args.duration, args.connections, args.threads, headers)
@@ -170,7 +172,7 @@ def main() -> int:
         # The ceiling is measured before the first endpoint and after each one, and every endpoint
         # is compared with the two ceiling runs on either side of it: on a shared machine the load
         # drifts during a run (the ceiling's own CPU per request moved by half within one run).
-        plan = [(name, path, None) for name, path in endpoints]
+        plan: list[tuple[str, str, dict[str, str] | None]] = [(name, path, None) for name, path in endpoints]
         if not args.skip_uncached:
             plan += [(f"{name} {UNCACHED}", path, {"Cache-Control": "no-cache"}) for name, path in endpoints]
         ceilings = [measure("ceiling", "/bench/ceiling")]
@@ -461,7 +463,7 @@ _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 
 def wrk_run(
     wrk: str, url: str, duration: int, connections: int, threads: int, headers: dict[str, str] | None = None
-) -> dict[str, float | int]:
+) -> dict[str, Any]:
     """One wrk run; 2xx and 3xx answers count as successes, anything else as errors."""
     header_args = [arg for name, value in (headers or {}).items() for arg in ("-H", f"{name}: {value}")]
     command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", "10s"]
@@ -473,12 +475,18 @@ def wrk_run(
             raise SystemExit(f"unexpected wrk output:\n{output}")
         return float(match[1]) * _UNITS_MS[match[2]]
 
-    requests = int(re.search(r"(\d+) requests in", output)[1])
+    def number(pattern: str) -> str:
+        match = re.search(pattern, output)
+        if match is None:
+            raise SystemExit(f"unexpected wrk output:\n{output}")
+        return match[1]
+
+    requests = int(number(r"(\d+) requests in"))
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
     errors = (int(non_2xx[1]) if non_2xx else 0) + (sum(map(int, socket_errors.groups())) if socket_errors else 0)
     return {
-        "requests_per_second": float(re.search(r"Requests/sec:\s+([\d.]+)", output)[1]),
+        "requests_per_second": float(number(r"Requests/sec:\s+([\d.]+)")),
         "p50_ms": latency("50"),
         "p99_ms": latency("99"),
         "requests": requests,

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _server_url(database: str) -> tuple[str, dict[str, str]]:
+def _server_url(database: str) -> tuple[str, dict[str, Any]]:
     """(DATABASE_URL for `database`, psycopg connect kwargs for the maintenance database)."""
     configured = os.environ.get("DATABASE_URL", "")
     if configured:

@@ -120,7 +120,7 @@ def procfile_command(kind: str, env: dict[str, str]) -> list[str]:
         for line in (ROOT / "Procfile").read_text().splitlines()
         if line.startswith(f"{kind}:")
     )
-    return shlex.split(re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: env.get(m[1]) or (m[2] or ""), line))
+    return shlex.split(re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: env.get(str(m[1])) or (m[2] or ""), line))
 
 
 def free_port() -> int:
@@ -330,6 +330,7 @@ def worker_killed(
         path.write_text(path.read_text() + "\nA second version.\n")
     git(repo, "commit", "-qam", "v2")
     response = send(tally, client, "POST", "/ingest/repo", json={"repo": "acme/faults"}, headers=bearer)
+    assert response is not None, "the ingest could not be queued"
     run_id = response.json()["run_ids"][0]
     wait_for(lambda: run_state(env, run_id)["files_processed"] >= 20, 120, "the ingest to be under way")
     os.killpg(worker.pid, signal.SIGKILL)

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -169,7 +170,7 @@ def child_raw_embed(repo: str) -> dict[str, object]:
     return {"chunks": len(rows), "texts": len(texts), "titles": len(titles), "seconds": elapsed}
 
 
-def run_child(kind: str, repo: str, env: dict[str, str]) -> dict[str, object]:
+def run_child(kind: str, repo: str, env: dict[str, str]) -> dict[str, Any]:
     completed = subprocess.run(
         [sys.executable, __file__, "--child", kind, "--repo", repo],
         env=env,

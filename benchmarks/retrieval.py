@@ -549,16 +549,16 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
         )
         for wording in wordings:
             selected = shipped.select(wording=wording, collection=collection)
-            rows = [
+            rank_rows = [
                 (f"{method} (shipped)", RankMetrics.of([answer.ranks[method] for answer in selected]))
                 for method in ("lexical", "dense, passage vector", "dense", "fused, before re-ranking", "hybrid")
             ]
             if cross is not None:
-                held_out = cross.select(wording=wording, collection=collection)
-                rows.append(
-                    ("hybrid, cross-validated", RankMetrics.of([answer.ranks["hybrid"] for answer in held_out]))
+                held_out_answers = cross.select(wording=wording, collection=collection)
+                rank_rows.append(
+                    ("hybrid, cross-validated", RankMetrics.of([answer.ranks["hybrid"] for answer in held_out_answers]))
                 )
-            rank_table(f"/search, {WORDINGS[wording]} questions (a hit: the answer's file and lines):", rows)
+            rank_table(f"/search, {WORDINGS[wording]} questions (a hit: the answer's file and lines):", rank_rows)
         for wording in wordings:
             rows = [
                 (
@@ -599,6 +599,7 @@ def misses_print(run: Run) -> None:
         question = answer.question
         text = question.texts[answer.wording]
         if question.answerable:
+            assert question.lines is not None  # every answerable question has its answer's lines
             rank = answer.ranks["hybrid"]
             first = answer.citations[0] if answer.citations else None
             if rank != 1 or answer.sources_missing or first is None or not _overlaps(question, first):

@@ -27,6 +27,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -44,7 +45,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def corpus_lines() -> list[str]:
-    lines = []
+    lines: list[str] = []
     for path in sorted((ROOT / "benchmarks" / "corpus").rglob("*")):
         if path.is_file():
             lines.extend(line.strip() for line in path.read_text().splitlines() if len(line.strip()) > 30)
@@ -94,7 +95,7 @@ def chunks_generate(count: int, *, embedded: int) -> None:
             name = vector_index_name(model_name=backend.model_name, dimension=backend.dimension, column=column)
             cursor.execute(f"DROP INDEX IF EXISTS {name}")
     started = time.perf_counter()
-    pool: list[np.ndarray] = []
+    pool: list[tuple[np.ndarray, np.ndarray]] = []
     batch_files = 200
     for first_file in range(0, count // CHUNKS_PER_FILE, batch_files):
         files = [
@@ -173,7 +174,7 @@ def chunks_generate(count: int, *, embedded: int) -> None:
     print(f"generated {count} chunks ({embedded} embedded by the model) in {time.perf_counter() - started:.0f} s")
 
 
-def explain(sql: str, params: object, *, settings_sql: list[str]) -> str:
+def explain(sql: str, params: Any, *, settings_sql: list[str]) -> str:
     from django.db import connection, transaction
 
     with transaction.atomic(), connection.cursor() as cursor:
@@ -230,7 +231,7 @@ def main() -> None:
 
     def search(query: str, label: str) -> None:
         started = time.perf_counter()
-        response = client.get("/search", {"q": query, "limit": 10})
+        response = client.get("/search", {"q": query, "limit": "10"})
         timings[label].append(time.perf_counter() - started)
         if response.status_code != 200:
             raise SystemExit(f"/search answered {response.status_code}: {response.content[:300]!r}")

@@ -7,6 +7,7 @@
 """
 
 import os
+from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import path
@@ -22,7 +23,7 @@ def ceiling_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok", "service": "agentplatform"})
 
 
-urlpatterns = [path("bench/ceiling", ceiling_view, name="bench-ceiling")]
+urlpatterns: list[Any] = [path("bench/ceiling", ceiling_view, name="bench-ceiling")]
 if static_root := os.environ.get("BENCH_STATIC_ROOT"):
     urlpatterns.append(path("bench/static/<path:path>", serve, {"document_root": static_root}))
 urlpatterns += project_urlpatterns

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -135,7 +136,7 @@ def measure(args: argparse.Namespace, source: Path) -> None:
     labels = ("git cat-file alone", "read_source_lines()", "GET /sources (JSON)", "GET /sources (text/plain)")
     timings: dict[str, list[float]] = {label: [] for label in labels}
 
-    def get(params: dict[str, object], **headers: str) -> None:
+    def get(params: dict[str, Any], **headers: Any) -> None:
         response = client.get(url, params, **headers)
         if response.status_code != 200:
             raise SystemExit(f"/sources answered {response.status_code}: {response.content[:300]!r}")

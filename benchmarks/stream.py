@@ -178,10 +178,10 @@ def main() -> int:
     from benchmarks.benchmark_database import benchmark_database_use
 
     database_url = benchmark_database_use(DATABASE_NAME)  # sets Django up in this process too
-    from agents.models import AgentStatus
+    from agents.models import Agent, AgentStatus
     from tests.agents.factories import AgentFactory
 
-    agent = AgentFactory(instance_id="bench-poster", name="Bench Poster", status=AgentStatus.RUNNING)
+    agent: Agent = AgentFactory.create(instance_id="bench-poster", name="Bench Poster", status=AgentStatus.RUNNING)
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
