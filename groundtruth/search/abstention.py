@@ -24,8 +24,9 @@ questions the documentation cannot answer) over evidence features, each in [0, 1
   lacks is often answered by another project's documentation ("download over FTP" is in
   Scrapy's, not in Requests'); naming no repository, they equal the unnamed ones.
 - names_known, names_together: the question's names (`question_names`: `Docker`, `HTTP/2`,
-  `.pyi`, `allowed_domains`): the share of them the named repositories mention at all, and the
-  largest share of them one of the best passages there mentions together. A question about
+  `.pyi`, `allowed_domains`, `AWS Lambda`): the share of them the named repositories mention at
+  all, and the largest share of them one of the best passages there mentions together (a name
+  of several words only as those words in a row). A question about
   something the documentation lacks usually names it; a user rewording a question keeps the
   names and changes the other words. Without names both are 1.
 
@@ -44,8 +45,8 @@ from groundtruth.models import Repository
 from groundtruth.search.abstention_model import FEATURES, AbstentionModel
 from groundtruth.search.fusion import dense_score
 from groundtruth.search.hybrid_search import SearchOutcome
-from groundtruth.search.lexical_index import lexemes_present, texts_lexemes
-from groundtruth.search.lexical_search import bm25_share, chunks_lexemes_matched, idf_share
+from groundtruth.search.lexical_index import lexemes_present, phrases_present, texts_lexemes
+from groundtruth.search.lexical_search import bm25_share, chunks_lexemes_matched, chunks_phrases_matched, idf_share
 
 # How many of the best passages the evidence looks at.
 COVERAGE_TOP = 5
@@ -76,22 +77,50 @@ def repositories_named(*, question: str, repositories: list[Repository]) -> list
 
 
 _WORD = re.compile(r"[A-Za-z_.][\w./+#-]*")
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+# Names written next to each other are one name (`AWS Lambda`, `Django REST`), up to this many
+# words; a longer run of capitals is a title written in capitals, whose words are names apart.
+NAME_WORDS_MAX = 3
 
 
 def question_names(question: str, *, repositories: list[Repository]) -> list[str]:
     """The words of `question` that name a thing: written with a capital (past the question's
     first word, or inside a word: `ClientSession`), or with a digit, `/`, `_` or a leading dot
-    (`HTTP/2`, `allowed_domains`, `.pyi`). "I" and the repositories' labels are not names."""
+    (`HTTP/2`, `allowed_domains`, `.pyi`). "I" and the repositories' labels are not names.
+
+    Plain words written as names next to each other, with only a space between them, are one
+    name of several words (`AWS Lambda`): documentation that has `AWS` and a Python `lambda`
+    does not have AWS Lambda."""
     labels = {repository_label(repository.name).lower() for repository in repositories}
-    names = []
-    for position, token in enumerate(_WORD.findall(question)):
-        word = token.rstrip(".,;:!?")
+    runs: list[list[str]] = []
+    previous_end = -1
+    for position, match in enumerate(_WORD.finditer(question)):
+        word = match.group().rstrip(".,;:!?")
         if not word.strip("._") or word == "I" or word.lower() in labels:
+            previous_end = -1
             continue
         capitalised = (position > 0 and word[0].isupper()) or any(char.isupper() for char in word[1:])
         marked = bool(re.search(r"[\d/_]", word)) or word.startswith(".")
-        if capitalised or marked:
-            names.append(word)
+        if not (capitalised or marked):
+            previous_end = -1
+            continue
+        joins = (
+            previous_end >= 0
+            and question[previous_end : match.start()] == " "
+            and _PLAIN_WORD.fullmatch(word)
+            and _PLAIN_WORD.fullmatch(runs[-1][-1])
+        )
+        if joins:
+            runs[-1].append(word)
+        else:
+            runs.append([word])
+        previous_end = match.start() + len(word)
+    names = []
+    for run in runs:
+        if len(run) <= NAME_WORDS_MAX:
+            names.append(" ".join(run))
+        else:
+            names.extend(run)
     return names
 
 
@@ -103,8 +132,9 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
     searched_ids = {repository.pk for repository in outcome.repositories}
     named_ids = {repository.pk for repository in named} or searched_ids
     names = question_names(question, repositories=outcome.repositories)
-    name_lexemes = [found for found in texts_lexemes(names) if found]
-    every_name_lexeme = set().union(*name_lexemes)
+    name_lexemes = {name: found for name, found in zip(names, texts_lexemes(names), strict=True) if found}
+    every_name_lexeme = set().union(*name_lexemes.values())
+    phrases = [name for name in name_lexemes if " " in name]
 
     heading_weight = outcome.fusion.heading_weight if outcome.fusion else settings.SEARCH_HEADING_WEIGHT
     repository_of = {chunk_id: chunk.repository_id for chunk_id, chunk in outcome.chunks.items()}
@@ -137,6 +167,13 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
         for scope in {frozenset(searched_ids), frozenset(named_ids)}
     }
     named_present = present[frozenset(named_ids)]
+    # No query when the question has no name of several words.
+    named_phrases = phrases_present(phrases=phrases, repository_ids=sorted(named_ids))
+    phrases_matched = chunks_phrases_matched(chunk_ids=named_looked_at, phrases=phrases)
+
+    def name_in(name: str, lexemes: set[str], found_phrases: set[str]) -> bool:
+        return name_lexemes[name] <= lexemes and (" " not in name or name in found_phrases)
+
     scores = [dense_score(hit, heading_weight=heading_weight) for hit in dense[:NEIGHBOURS]]
 
     features = {
@@ -153,11 +190,19 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
         "named_known": share(named_present),
         "named_rare_together": rare_share(named_looked_at),
         "names_known": (
-            sum(found <= named_present for found in name_lexemes) / len(name_lexemes) if name_lexemes else 1.0
+            sum(name_in(name, named_present, named_phrases) for name in name_lexemes) / len(name_lexemes)
+            if name_lexemes
+            else 1.0
         ),
         "names_together": (
             max(
-                (sum(found <= matched.get(chunk_id, set()) for found in name_lexemes) for chunk_id in named_looked_at),
+                (
+                    sum(
+                        name_in(name, matched.get(chunk_id, set()), phrases_matched.get(chunk_id, set()))
+                        for name in name_lexemes
+                    )
+                    for chunk_id in named_looked_at
+                ),
                 default=0,
             )
             / len(name_lexemes)

@@ -189,6 +189,41 @@ def lexemes_present(*, lexemes: Sequence[str], repository_ids: Sequence[int]) ->
         return {row[0] for row in cursor.fetchall()}
 
 
+# How many chunks holding all of a phrase's words phrases_present reads to find them in a row.
+# The GIN index finds the chunks with the words; their order is checked on each chunk's tsvector
+# (5-10 us a chunk), so two common words never written together would otherwise cost a scan of
+# every chunk that has both. Among the first thousand, a name written that way would show.
+PHRASE_CANDIDATES_MAX = 1000
+
+
+def phrases_present(*, phrases: Sequence[str], repository_ids: Sequence[int]) -> set[str]:
+    """Which of `phrases` (words, `AWS Lambda`) some chunk of the given repositories contains as
+    adjacent words, looking at PHRASE_CANDIDATES_MAX chunks with all its words at most. A phrase
+    of stop words alone matches nothing to look for and counts as present."""
+    if not phrases or not repository_ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT wanted.phrase
+            FROM unnest(%s::text[]) AS wanted(phrase)
+            CROSS JOIN LATERAL phraseto_tsquery('{TEXT_SEARCH_CONFIG}', wanted.phrase) AS query
+            WHERE numnode(query) = 0 OR EXISTS (
+                SELECT 1
+                FROM (
+                    SELECT search_vector FROM groundtruth_chunk
+                    WHERE repository_id = ANY(%s)
+                      AND search_vector @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', wanted.phrase)
+                    LIMIT %s
+                ) AS candidate
+                WHERE candidate.search_vector @@ query
+            )
+            """,
+            [list(phrases), list(repository_ids), PHRASE_CANDIDATES_MAX],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
 def query_lexemes(text: str) -> list[str]:
     """The distinct lexemes of a query, by the same rules as the chunks (stemmed words, whole
     underscore identifiers, parts of dotted and camelCase names), in first-seen order."""

@@ -38,7 +38,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from groundtruth.search.lexical_index import query_lexemes
+from groundtruth.search.lexical_index import TEXT_SEARCH_CONFIG, query_lexemes
 
 
 @dataclass(frozen=True)
@@ -225,5 +225,26 @@ def chunks_lexemes_matched(*, chunk_ids: list[int], lexemes: list[str]) -> dict[
             GROUP BY chunk.id
             """,
             {"lexemes": list(lexemes), "ids": ids},
+        )
+        return {chunk_id: set(matched) for chunk_id, matched in cursor.fetchall()}
+
+
+def chunks_phrases_matched(*, chunk_ids: list[int], phrases: list[str]) -> dict[int, set[str]]:
+    """Which of `phrases` each chunk contains as adjacent words (chunks with none are left out;
+    a phrase of stop words alone is in every chunk)."""
+    ids = sorted(set(chunk_ids))
+    if not ids or not phrases:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT chunk.id, array_agg(wanted.phrase)
+            FROM groundtruth_chunk AS chunk
+            CROSS JOIN unnest(%(phrases)s::text[]) AS wanted(phrase)
+            CROSS JOIN LATERAL phraseto_tsquery('{TEXT_SEARCH_CONFIG}', wanted.phrase) AS query
+            WHERE chunk.id = ANY(%(ids)s) AND (numnode(query) = 0 OR chunk.search_vector @@ query)
+            GROUP BY chunk.id
+            """,
+            {"phrases": list(phrases), "ids": ids},
         )
         return {chunk_id: set(matched) for chunk_id, matched in cursor.fetchall()}

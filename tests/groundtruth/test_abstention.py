@@ -11,6 +11,8 @@ import sys
 import pytest
 from django.conf import settings as django_settings
 
+from groundtruth.models import Chunk
+from groundtruth.search import lexical_index
 from groundtruth.search.abstention import abstention_assess, evidence_features, question_names, repositories_named
 from groundtruth.search.abstention_fit import (
     LabelledEvidence,
@@ -25,6 +27,8 @@ from groundtruth.search.abstention_model import (
     abstention_model_parse,
 )
 from groundtruth.search.hybrid_search import chunk_search
+from groundtruth.search.lexical_index import phrases_present
+from groundtruth.search.lexical_search import chunks_phrases_matched
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, chunks_index
 
@@ -219,6 +223,22 @@ def test_names_are_the_words_written_like_names():
     assert question_names("how do I set up rate limiting in nginx?", repositories=[]) == []
 
 
+def test_names_written_next_to_each_other_are_one_name():
+    assert question_names("how do I deploy my spiders as an AWS Lambda function?", repositories=[]) == ["AWS Lambda"]
+    assert question_names("Is Django REST Framework paginated?", repositories=[]) == ["Django REST Framework"]
+    # Only a space joins: a comma, a possessive or a marked word (HTTP/2) keeps names apart.
+    assert question_names("Use Flask, Django or HTTP/2 Push?", repositories=[]) == ["Flask", "Django", "HTTP/2", "Push"]
+    assert question_names("Does Django's DATABASES setting take PostgreSQL?", repositories=[]) == [
+        "Django",
+        "DATABASES",
+        "PostgreSQL",
+    ]
+    # More than three capitalised words in a row is a title in capitals: its words are names apart.
+    assert question_names("How To Configure The Proxy", repositories=[]) == ["To", "Configure", "The", "Proxy"]
+    scrapy = RepositoryFactory.build(name="scrapy/scrapy")
+    assert question_names("Can Scrapy Cloud run it?", repositories=[scrapy]) == ["Cloud"]
+
+
 def test_names_the_documentation_lacks_are_evidence_that_sources_are_missing(indexed):
     absent = _features("Can I deploy the workers on Kubernetes with Helm?", indexed)
     present = _features("Where do I put CELERY_BROKER_URL for the Redis broker?", indexed)
@@ -229,6 +249,35 @@ def test_names_the_documentation_lacks_are_evidence_that_sources_are_missing(ind
     # Both names are documented, never in one passage: ca_bundle (TLS) and the broker URL (jobs).
     assert (apart["names_known"], apart["names_together"]) == (1.0, 0.5)
     assert _features("how do workers take jobs?", indexed)["names_known"] == 1.0  # no names: no evidence against
+
+
+def test_a_name_of_several_words_is_documented_only_as_those_words_in_a_row(indexed):
+    # The broker passage has "jobs from Redis" and "the Redis URL": both words of "Redis Jobs",
+    # never next to each other.
+    in_a_row = _features("Where do I set the Redis URL?", indexed)
+    apart = _features("Can Redis Jobs be scheduled?", indexed)
+
+    assert (in_a_row["names_known"], in_a_row["names_together"]) == (1.0, 1.0)
+    assert (apart["names_known"], apart["names_together"]) == (0.0, 0.0)
+
+
+def test_phrases_are_found_as_adjacent_words(indexed, monkeypatch):
+    community, handbook = indexed
+    broker = Chunk.objects.get(repository=handbook, path="docs/celery.md")
+    tls = Chunk.objects.get(repository=handbook, path="docs/tls.md")
+
+    assert phrases_present(
+        phrases=["Redis URL", "Redis jobs", "certificate authority", "the of"], repository_ids=[handbook.pk]
+    ) == {"Redis URL", "certificate authority", "the of"}  # stop words alone are nothing to look for
+    assert phrases_present(phrases=["certificate authority"], repository_ids=[community.pk]) == set()
+    assert chunks_phrases_matched(chunk_ids=[broker.pk, tls.pk], phrases=["Redis URL", "certificate authority"]) == {
+        broker.pk: {"Redis URL"},
+        tls.pk: {"certificate authority"},
+    }
+
+    # Only so many chunks holding the words are read for their order.
+    monkeypatch.setattr(lexical_index, "PHRASE_CANDIDATES_MAX", 0)
+    assert phrases_present(phrases=["Redis URL", "the of"], repository_ids=[handbook.pk]) == {"the of"}
 
 
 def test_the_decision_follows_the_configured_model_and_threshold(indexed, settings):
