@@ -25,6 +25,14 @@ from rest_framework.test import APIClient  # noqa: E402
 from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
 
 from tests.chromium import STAFF_PASSWORD, STAFF_USERNAME, Browser, chromium_start  # noqa: E402
+from tests.flush import transactional_teardown_retrying_deadlocks  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_retried_on_deadlock() -> Iterator[None]:
+    # Live stream servers and workers read the test database while a test's flush truncates it.
+    with transactional_teardown_retrying_deadlocks():
+        yield
 
 
 def _clear_our_redis_keys() -> None:
