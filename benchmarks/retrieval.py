@@ -234,6 +234,12 @@ def corpus_ingest() -> None:
     started = time.monotonic()
     runs = ingest_foreground(repository_name=None, ref=None, trigger=IngestTrigger.COMMAND)
     for run in runs:
+        if run.status in (IngestStatus.QUEUED, IngestStatus.RUNNING):
+            # An earlier benchmark stopped mid-ingest left its run claimed.
+            raise SystemExit(
+                f"ingest of {run.repository.name}: run {run.pk} is still {run.status}, left by a stopped run of"
+                " this script; drop the benchmark's database and start again"
+            )
         if run.status != IngestStatus.SUCCEEDED:
             raise SystemExit(f"ingest of {run.repository.name} failed: {run.error}")
         print(
