@@ -532,20 +532,20 @@ ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 8)
 _abstention_weights = _weights(
     "ASK_ABSTENTION_MODEL",
     {
-        "intercept": -9.918,
-        "heading_similarity": 7.267,
-        "peak": 5.301,
-        "coverage": 2.163,
-        "agreement": 0.3684,
-        "named_known": 2.019,
-        "names_together": 3.153,
+        "intercept": -9.884,
+        "heading_similarity": 7.191,
+        "peak": 5.485,
+        "coverage": 2.327,
+        "agreement": 0.3325,
+        "named_known": 2.075,
+        "names_together": 3.048,
     },
 )
 try:
     ASK_ABSTENTION_MODEL = abstention_model_parse(_abstention_weights)
 except AbstentionModelInvalid as exc:
     raise ImproperlyConfigured(f"ASK_ABSTENTION_MODEL: {exc}") from exc
-ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.362)
+ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.361)
 if ASK_ABSTENTION_THRESHOLD > 1:
     raise ImproperlyConfigured(
         f"ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got {ASK_ABSTENTION_THRESHOLD}"

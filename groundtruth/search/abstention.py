@@ -26,7 +26,8 @@ questions the documentation cannot answer) over evidence features, each in [0, 1
 - names_known, names_together: the question's names (`question_names`: `Docker`, `HTTP/2`,
   `.pyi`, `allowed_domains`, `AWS Lambda`): the share of them the named repositories mention at
   all, and the largest share of them one of the best passages there mentions together (a name
-  of several words only as those words in a row). A question about
+  of several words only as those words in a row; a word with two capitals or more only spelled
+  so: `DATABASES`, not "databases"). A question about
   something the documentation lacks usually names it; a user rewording a question keeps the
   names and changes the other words. Without names both are 1.
 
@@ -45,8 +46,14 @@ from groundtruth.models import Repository
 from groundtruth.search.abstention_model import FEATURES, AbstentionModel
 from groundtruth.search.fusion import dense_score
 from groundtruth.search.hybrid_search import SearchOutcome
-from groundtruth.search.lexical_index import lexemes_present, phrases_present, texts_lexemes
-from groundtruth.search.lexical_search import bm25_share, chunks_lexemes_matched, chunks_phrases_matched, idf_share
+from groundtruth.search.lexical_index import lexemes_present, phrases_present, spellings_present, texts_lexemes
+from groundtruth.search.lexical_search import (
+    bm25_share,
+    chunks_lexemes_matched,
+    chunks_phrases_matched,
+    chunks_spellings_matched,
+    idf_share,
+)
 
 # How many of the best passages the evidence looks at.
 COVERAGE_TOP = 5
@@ -124,6 +131,14 @@ def question_names(question: str, *, repositories: list[Repository]) -> list[str
     return names
 
 
+def spelled_words(name: str) -> list[str]:
+    """The words of a name written with two capitals or more (`PostgreSQL`, `DATABASES`, the
+    `AWS` of `AWS Lambda`), which documentation that has them has spelled so: Django's
+    `DATABASES` setting is not the word "databases" in prose, nor is `PostgreSQL` the scheme of a
+    `postgresql://` address."""
+    return [word for word in name.split(" ") if sum(char.isupper() for char in word) >= 2]
+
+
 def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[str, float], list[Repository]]:
     """The features of FEATURES for `outcome`, and the repositories the question names."""
     idf = outcome.lexical_query.capped_idf()
@@ -135,6 +150,7 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
     name_lexemes = {name: found for name, found in zip(names, texts_lexemes(names), strict=True) if found}
     every_name_lexeme = set().union(*name_lexemes.values())
     phrases = [name for name in name_lexemes if " " in name]
+    spellings = sorted({word for name in name_lexemes for word in spelled_words(name)})
 
     heading_weight = outcome.fusion.heading_weight if outcome.fusion else settings.SEARCH_HEADING_WEIGHT
     repository_of = {chunk_id: chunk.repository_id for chunk_id, chunk in outcome.chunks.items()}
@@ -170,9 +186,16 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
     # No query when the question has no name of several words.
     named_phrases = phrases_present(phrases=phrases, repository_ids=sorted(named_ids))
     phrases_matched = chunks_phrases_matched(chunk_ids=named_looked_at, phrases=phrases)
+    # No query when no name has two capitals.
+    named_spellings = spellings_present(words=spellings, repository_ids=sorted(named_ids))
+    spellings_matched = chunks_spellings_matched(chunk_ids=named_looked_at, words=spellings)
 
-    def name_in(name: str, lexemes: set[str], found_phrases: set[str]) -> bool:
-        return name_lexemes[name] <= lexemes and (" " not in name or name in found_phrases)
+    def name_in(name: str, lexemes: set[str], found_phrases: set[str], found_spellings: set[str]) -> bool:
+        return (
+            name_lexemes[name] <= lexemes
+            and (" " not in name or name in found_phrases)
+            and set(spelled_words(name)) <= found_spellings
+        )
 
     scores = [dense_score(hit, heading_weight=heading_weight) for hit in dense[:NEIGHBOURS]]
 
@@ -190,7 +213,8 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
         "named_known": share(named_present),
         "named_rare_together": rare_share(named_looked_at),
         "names_known": (
-            sum(name_in(name, named_present, named_phrases) for name in name_lexemes) / len(name_lexemes)
+            sum(name_in(name, named_present, named_phrases, named_spellings) for name in name_lexemes)
+            / len(name_lexemes)
             if name_lexemes
             else 1.0
         ),
@@ -198,7 +222,12 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
             max(
                 (
                     sum(
-                        name_in(name, matched.get(chunk_id, set()), phrases_matched.get(chunk_id, set()))
+                        name_in(
+                            name,
+                            matched.get(chunk_id, set()),
+                            phrases_matched.get(chunk_id, set()),
+                            spellings_matched.get(chunk_id, set()),
+                        )
                         for name in name_lexemes
                     )
                     for chunk_id in named_looked_at

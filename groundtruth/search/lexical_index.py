@@ -189,10 +189,11 @@ def lexemes_present(*, lexemes: Sequence[str], repository_ids: Sequence[int]) ->
         return {row[0] for row in cursor.fetchall()}
 
 
-# How many chunks holding all of a phrase's words phrases_present reads to find them in a row.
-# The GIN index finds the chunks with the words; their order is checked on each chunk's tsvector
-# (5-10 us a chunk), so two common words never written together would otherwise cost a scan of
-# every chunk that has both. Among the first thousand, a name written that way would show.
+# How many chunks holding all of a phrase's words phrases_present reads to find them in a row
+# (and spellings_present to find a word spelled exactly so). The GIN index finds the chunks with
+# the words; their order is checked on each chunk's tsvector (5-10 us a chunk), so two common
+# words never written together would otherwise cost a scan of every chunk that has both. Among
+# the first thousand, a name written that way would show.
 PHRASE_CANDIDATES_MAX = 1000
 
 
@@ -220,6 +221,42 @@ def phrases_present(*, phrases: Sequence[str], repository_ids: Sequence[int]) ->
             )
             """,
             [list(phrases), list(repository_ids), PHRASE_CANDIDATES_MAX],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def spelling_pattern(word: str) -> str:
+    """A PostgreSQL regular expression for `word` as a whole word, spelled exactly (case
+    included): every character but a letter or digit escaped, no letter, digit or underscore on
+    either side."""
+    escaped = "".join(char if char.isalnum() else f"\\{char}" for char in word)
+    return f"(?<![[:alnum:]_]){escaped}(?![[:alnum:]_])"
+
+
+def spellings_present(*, words: Sequence[str], repository_ids: Sequence[int]) -> set[str]:
+    """Which of `words` (`PostgreSQL`, `DATABASES`) some chunk of the given repositories has
+    spelled exactly so, looking at PHRASE_CANDIDATES_MAX chunks with the word's lexemes at most
+    (the regular expression is checked on each one's text). A word of stop words alone matches
+    nothing to look for and counts as present."""
+    if not words or not repository_ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT wanted.word
+            FROM unnest(%s::text[], %s::text[]) AS wanted(word, pattern)
+            CROSS JOIN LATERAL plainto_tsquery('{TEXT_SEARCH_CONFIG}', wanted.word) AS query
+            WHERE numnode(query) = 0 OR EXISTS (
+                SELECT 1
+                FROM (
+                    SELECT text FROM groundtruth_chunk
+                    WHERE repository_id = ANY(%s) AND search_vector @@ query
+                    LIMIT %s
+                ) AS candidate
+                WHERE candidate.text ~ wanted.pattern
+            )
+            """,
+            [list(words), [spelling_pattern(word) for word in words], list(repository_ids), PHRASE_CANDIDATES_MAX],
         )
         return {row[0] for row in cursor.fetchall()}
 

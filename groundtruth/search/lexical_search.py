@@ -38,7 +38,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from groundtruth.search.lexical_index import TEXT_SEARCH_CONFIG, query_lexemes
+from groundtruth.search.lexical_index import TEXT_SEARCH_CONFIG, query_lexemes, spelling_pattern
 
 
 @dataclass(frozen=True)
@@ -246,5 +246,25 @@ def chunks_phrases_matched(*, chunk_ids: list[int], phrases: list[str]) -> dict[
             GROUP BY chunk.id
             """,
             {"phrases": list(phrases), "ids": ids},
+        )
+        return {chunk_id: set(matched) for chunk_id, matched in cursor.fetchall()}
+
+
+def chunks_spellings_matched(*, chunk_ids: list[int], words: list[str]) -> dict[int, set[str]]:
+    """Which of `words` each chunk has spelled exactly so, as a whole word (chunks with none are
+    left out)."""
+    ids = sorted(set(chunk_ids))
+    if not ids or not words:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT chunk.id, array_agg(wanted.word)
+            FROM groundtruth_chunk AS chunk
+            CROSS JOIN unnest(%(words)s::text[], %(patterns)s::text[]) AS wanted(word, pattern)
+            WHERE chunk.id = ANY(%(ids)s) AND chunk.text ~ wanted.pattern
+            GROUP BY chunk.id
+            """,
+            {"words": list(words), "patterns": [spelling_pattern(word) for word in words], "ids": ids},
         )
         return {chunk_id: set(matched) for chunk_id, matched in cursor.fetchall()}

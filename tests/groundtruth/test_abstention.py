@@ -13,7 +13,13 @@ from django.conf import settings as django_settings
 
 from groundtruth.models import Chunk
 from groundtruth.search import lexical_index
-from groundtruth.search.abstention import abstention_assess, evidence_features, question_names, repositories_named
+from groundtruth.search.abstention import (
+    abstention_assess,
+    evidence_features,
+    question_names,
+    repositories_named,
+    spelled_words,
+)
 from groundtruth.search.abstention_fit import (
     LabelledEvidence,
     abstention_model_fit,
@@ -27,8 +33,8 @@ from groundtruth.search.abstention_model import (
     abstention_model_parse,
 )
 from groundtruth.search.hybrid_search import chunk_search
-from groundtruth.search.lexical_index import phrases_present
-from groundtruth.search.lexical_search import chunks_phrases_matched
+from groundtruth.search.lexical_index import phrases_present, spelling_pattern, spellings_present
+from groundtruth.search.lexical_search import chunks_phrases_matched, chunks_spellings_matched
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, chunks_index
 
@@ -278,6 +284,41 @@ def test_phrases_are_found_as_adjacent_words(indexed, monkeypatch):
     # Only so many chunks holding the words are read for their order.
     monkeypatch.setattr(lexical_index, "PHRASE_CANDIDATES_MAX", 0)
     assert phrases_present(phrases=["Redis URL", "the of"], repository_ids=[handbook.pk]) == {"the of"}
+
+
+def test_a_word_with_two_capitals_or_more_is_documented_only_spelled_so(indexed):
+    assert spelled_words("AWS Lambda") == ["AWS"]
+    assert spelled_words("PostgreSQL") == ["PostgreSQL"]
+    assert spelled_words("Django") == []
+    # The handbook has "Database pool" and "connection pool", never Django's DATABASES setting.
+    setting = _features("Does the DATABASES setting size the pool?", indexed)
+    spelled = _features("Does CELERY_BROKER_URL take the Redis URL?", indexed)
+
+    assert (setting["names_known"], setting["names_together"]) == (0.0, 0.0)
+    assert (spelled["names_known"], spelled["names_together"]) == (1.0, 1.0)
+
+
+def test_spellings_are_found_as_whole_words_with_their_capitals(indexed, monkeypatch):
+    community, handbook = indexed
+    broker = Chunk.objects.get(repository=handbook, path="docs/celery.md")
+    tls = Chunk.objects.get(repository=handbook, path="docs/tls.md")
+
+    assert spelling_pattern("C/C++") == r"(?<![[:alnum:]_])C\/C\+\+(?![[:alnum:]_])"
+    # CELERY is only part of CELERY_BROKER_URL; REDIS is written "Redis"; THE is a stop word
+    # alone, nothing to look for.
+    assert spellings_present(
+        words=["CELERY_BROKER_URL", "URL", "TLS", "CELERY", "REDIS", "DATABASES", "C++", "THE"],
+        repository_ids=[handbook.pk],
+    ) == {"CELERY_BROKER_URL", "URL", "TLS", "THE"}
+    assert spellings_present(words=["TLS"], repository_ids=[community.pk]) == set()
+    assert chunks_spellings_matched(chunk_ids=[broker.pk, tls.pk], words=["URL", "TLS", "REDIS", "C++"]) == {
+        broker.pk: {"URL"},
+        tls.pk: {"TLS"},
+    }
+
+    # Only so many chunks holding the word's lexemes are read for its spelling.
+    monkeypatch.setattr(lexical_index, "PHRASE_CANDIDATES_MAX", 0)
+    assert spellings_present(words=["URL", "THE"], repository_ids=[handbook.pk]) == {"THE"}
 
 
 def test_the_decision_follows_the_configured_model_and_threshold(indexed, settings):
