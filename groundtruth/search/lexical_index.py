@@ -227,10 +227,11 @@ def phrases_present(*, phrases: Sequence[str], repository_ids: Sequence[int]) ->
 
 def spelling_pattern(word: str) -> str:
     """A PostgreSQL regular expression for `word` as a whole word, spelled exactly (case
-    included): every character but a letter or digit escaped, no letter, digit or underscore on
-    either side."""
-    escaped = "".join(char if char.isalnum() else f"\\{char}" for char in word)
-    return f"(?<![[:alnum:]_]){escaped}(?![[:alnum:]_])"
+    included), in the singular or with a plural `s` (`APIs` matches `API`, `URL` matches `URLs`):
+    every character but a letter or digit escaped, no letter, digit or underscore on either side."""
+    singular = word[:-1] if word.endswith("s") and len(word) > 1 else word
+    escaped = "".join(char if char.isalnum() else f"\\{char}" for char in singular)
+    return f"(?<![[:alnum:]_]){escaped}s?(?![[:alnum:]_])"
 
 
 def spellings_present(*, words: Sequence[str], repository_ids: Sequence[int]) -> set[str]:
