@@ -210,61 +210,65 @@ def lexical_candidates(*, query: LexicalQuery, repository_ids: list[int], depth:
 
 def chunks_lexemes_matched(*, chunk_ids: list[int], lexemes: list[str]) -> dict[int, set[str]]:
     """Which of `lexemes` each chunk contains (chunks that contain none are left out)."""
-    ids = sorted(set(chunk_ids))
-    if not ids or not lexemes:
+    if not lexemes:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT chunk.id, array_agg(kept.lexeme)
-            FROM groundtruth_chunk AS chunk
-            CROSS JOIN LATERAL unnest(
-                ts_filter(setweight(chunk.search_vector, 'A', %(lexemes)s::text[]), '{a}')
-            ) AS kept
-            WHERE chunk.id = ANY(%(ids)s)
-            GROUP BY chunk.id
-            """,
-            {"lexemes": list(lexemes), "ids": ids},
-        )
-        return {chunk_id: set(matched) for chunk_id, matched in cursor.fetchall()}
+    return _chunks_matched(
+        """
+        SELECT chunk.id, array_agg(kept.lexeme)
+        FROM groundtruth_chunk AS chunk
+        CROSS JOIN LATERAL unnest(ts_filter(setweight(chunk.search_vector, 'A', %(wanted)s::text[]), '{a}')) AS kept
+        WHERE chunk.id = ANY(%(ids)s)
+        GROUP BY chunk.id
+        """,
+        chunk_ids=chunk_ids,
+        wanted=lexemes,
+    )
 
 
 def chunks_phrases_matched(*, chunk_ids: list[int], phrases: list[str]) -> dict[int, set[str]]:
     """Which of `phrases` each chunk contains as adjacent words (chunks with none are left out;
     a phrase of stop words alone is in every chunk)."""
-    ids = sorted(set(chunk_ids))
-    if not ids or not phrases:
+    if not phrases:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT chunk.id, array_agg(wanted.phrase)
-            FROM groundtruth_chunk AS chunk
-            CROSS JOIN unnest(%(phrases)s::text[]) AS wanted(phrase)
-            CROSS JOIN LATERAL phraseto_tsquery('{TEXT_SEARCH_CONFIG}', wanted.phrase) AS query
-            WHERE chunk.id = ANY(%(ids)s) AND (numnode(query) = 0 OR chunk.search_vector @@ query)
-            GROUP BY chunk.id
-            """,
-            {"phrases": list(phrases), "ids": ids},
-        )
-        return {chunk_id: set(matched) for chunk_id, matched in cursor.fetchall()}
+    return _chunks_matched(
+        f"""
+        SELECT chunk.id, array_agg(wanted.phrase)
+        FROM groundtruth_chunk AS chunk
+        CROSS JOIN unnest(%(wanted)s::text[]) AS wanted(phrase)
+        CROSS JOIN LATERAL phraseto_tsquery('{TEXT_SEARCH_CONFIG}', wanted.phrase) AS query
+        WHERE chunk.id = ANY(%(ids)s) AND (numnode(query) = 0 OR chunk.search_vector @@ query)
+        GROUP BY chunk.id
+        """,
+        chunk_ids=chunk_ids,
+        wanted=phrases,
+    )
 
 
 def chunks_spellings_matched(*, chunk_ids: list[int], words: list[str]) -> dict[int, set[str]]:
     """Which of `words` each chunk has spelled exactly so, as a whole word (chunks with none are
     left out)."""
+    if not words:
+        return {}
+    return _chunks_matched(
+        """
+        SELECT chunk.id, array_agg(wanted.word)
+        FROM groundtruth_chunk AS chunk
+        CROSS JOIN unnest(%(wanted)s::text[], %(patterns)s::text[]) AS wanted(word, pattern)
+        WHERE chunk.id = ANY(%(ids)s) AND chunk.text ~ wanted.pattern
+        GROUP BY chunk.id
+        """,
+        chunk_ids=chunk_ids,
+        wanted=words,
+        patterns=[spelling_pattern(word) for word in words],
+    )
+
+
+def _chunks_matched(sql: str, *, chunk_ids: list[int], wanted: list[str], **parameters: Any) -> dict[int, set[str]]:
+    """Runs one of the queries above, which select (chunk id, the wanted values it holds) for
+    the chunks `%(ids)s`, and returns them as a dict."""
     ids = sorted(set(chunk_ids))
-    if not ids or not words:
+    if not ids:
         return {}
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT chunk.id, array_agg(wanted.word)
-            FROM groundtruth_chunk AS chunk
-            CROSS JOIN unnest(%(words)s::text[], %(patterns)s::text[]) AS wanted(word, pattern)
-            WHERE chunk.id = ANY(%(ids)s) AND chunk.text ~ wanted.pattern
-            GROUP BY chunk.id
-            """,
-            {"words": list(words), "patterns": [spelling_pattern(word) for word in words], "ids": ids},
-        )
+        cursor.execute(sql, {"ids": ids, "wanted": list(wanted), **parameters})
         return {chunk_id: set(matched) for chunk_id, matched in cursor.fetchall()}
