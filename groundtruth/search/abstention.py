@@ -150,7 +150,8 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
     name_lexemes = {name: found for name, found in zip(names, texts_lexemes(names), strict=True) if found}
     every_name_lexeme = set().union(*name_lexemes.values())
     phrases = [name for name in name_lexemes if " " in name]
-    spellings = sorted({word for name in name_lexemes for word in spelled_words(name)})
+    name_spellings = {name: set(spelled_words(name)) for name in name_lexemes}
+    spellings = sorted(set().union(*name_spellings.values()))
 
     heading_weight = outcome.fusion.heading_weight if outcome.fusion else settings.SEARCH_HEADING_WEIGHT
     repository_of = {chunk_id: chunk.repository_id for chunk_id, chunk in outcome.chunks.items()}
@@ -194,7 +195,7 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
         return (
             name_lexemes[name] <= lexemes
             and (" " not in name or name in found_phrases)
-            and set(spelled_words(name)) <= found_spellings
+            and name_spellings[name] <= found_spellings
         )
 
     scores = [dense_score(hit, heading_weight=heading_weight) for hit in dense[:NEIGHBOURS]]
