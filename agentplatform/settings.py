@@ -532,20 +532,20 @@ ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 8)
 _abstention_weights = _weights(
     "ASK_ABSTENTION_MODEL",
     {
-        "intercept": -9.884,
-        "heading_similarity": 7.191,
-        "peak": 5.485,
-        "coverage": 2.327,
-        "agreement": 0.3325,
-        "named_known": 2.075,
-        "names_together": 3.048,
+        "intercept": -9.878,
+        "heading_similarity": 7.17,
+        "peak": 5.434,
+        "coverage": 2.28,
+        "agreement": 0.3185,
+        "named_known": 2.051,
+        "names_together": 3.111,
     },
 )
 try:
     ASK_ABSTENTION_MODEL = abstention_model_parse(_abstention_weights)
 except AbstentionModelInvalid as exc:
     raise ImproperlyConfigured(f"ASK_ABSTENTION_MODEL: {exc}") from exc
-ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.361)
+ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.366)
 if ASK_ABSTENTION_THRESHOLD > 1:
     raise ImproperlyConfigured(
         f"ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got {ASK_ABSTENTION_THRESHOLD}"

@@ -53,13 +53,13 @@ def setting(name: str, tmp_path: Path, **environment: str) -> str:
         (
             "ASK_ABSTENTION_MODEL",
             "intercept=high",
-            "ASK_ABSTENTION_MODEL must look like intercept=-9.884,heading_similarity=7.191,... with a finite number "
+            "ASK_ABSTENTION_MODEL must look like intercept=-9.878,heading_similarity=7.17,... with a finite number "
             "each, got 'intercept=high'",
         ),
         (
             "ASK_ABSTENTION_MODEL",
             "intercept=nan",
-            "ASK_ABSTENTION_MODEL must look like intercept=-9.884,heading_similarity=7.191,... with a finite number "
+            "ASK_ABSTENTION_MODEL must look like intercept=-9.878,heading_similarity=7.17,... with a finite number "
             "each, got 'intercept=nan'",
         ),
         (
