@@ -15,6 +15,8 @@ How a message reaches the streams:
   and a Redis that does not answer (down, or frozen: no PONG by the next interval) is left for
   REDIS_RETRY_INTERVAL_SECONDS while the hub goes on reading the database at that interval.
   Every Redis call has a deadline, so no stream waits on Redis.
+- When its last stream has left, the hub stops at its next notice or poll: it unsubscribes and
+  reads nothing more until a stream joins again, which starts it afresh from the newest message.
 - A client that reads too slowly (STREAM_BUFFER_MAX events waiting) loses its stream; it
   reconnects with Last-Event-ID and is sent the rest from the database.
 
@@ -139,7 +141,7 @@ class ChatMessageHub:
         self.subscriptions.discard(subscription)
 
     async def _run(self) -> None:
-        while True:
+        while self.subscriptions:
             try:
                 await self._listen()
             except (RedisError, OSError, TimeoutError) as exc:
@@ -158,6 +160,9 @@ class ChatMessageHub:
                 # Anything else (a notice that is not an id) must not end the hub under its streams.
                 logger.exception("Chat stream: the hub's Redis subscription failed; reading the database meanwhile")
                 await self._poll_for(REDIS_RETRY_INTERVAL_SECONDS)
+        # No stream is left, and none joined since that was checked (no await in between): the
+        # next one to join starts a new run, from the newest message then, not from this cursor.
+        self.cursor = None
 
     async def _listen(self) -> None:
         poll = float(settings.CHAT_STREAM_POLL_SECONDS)
@@ -170,7 +175,7 @@ class ChatMessageHub:
             await asyncio.wait_for(pubsub.subscribe(chat_channel()), REDIS_TIMEOUT_SECONDS)
             await self._read_new_messages()  # what was posted while the hub was not subscribed
             pong_due: float | None = None
-            while True:
+            while self.subscriptions:
                 message = await asyncio.wait_for(
                     pubsub.get_message(ignore_subscribe_messages=True, timeout=poll), poll + REDIS_TIMEOUT_SECONDS
                 )
@@ -199,7 +204,7 @@ class ChatMessageHub:
     async def _poll_for(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
         until = loop.time() + seconds
-        while (left := until - loop.time()) > 0:
+        while (left := until - loop.time()) > 0 and self.subscriptions:
             await self._read_new_messages()
             await asyncio.sleep(min(float(settings.CHAT_STREAM_POLL_SECONDS), left))
 
