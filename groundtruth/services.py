@@ -12,12 +12,13 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agentplatform.errors import Conflict, NotFound, ServiceUnavailable
 from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
 from groundtruth.ingest.git_access import GitError, GitNetworkError, registry_repository
+from groundtruth.ingest.index_lock import repository_index_lock
 from groundtruth.ingest.index_text import heading_text, passage_text
 from groundtruth.ingest.runs import RunRequest, ingest_run_request, ingest_runs_enqueue
 from groundtruth.ingest.source_policy import SourceRefused, source_location, url_without_credentials
@@ -86,25 +87,41 @@ def _registry_error_record(registry_row: Registry, error: str) -> None:
 
 
 def registry_repositories_sync(*, registry: Registry, parsed: SourceRegistry) -> None:
-    """Upserts one Repository row per listed repo; repos no longer listed are disabled."""
+    """Upserts one Repository row per listed repo; repos no longer listed are disabled.
+
+    Takes no row lock beyond the UPDATE's own (not `update_or_create`'s SELECT ... FOR UPDATE,
+    which conflicts with the key-share locks a running ingest holds on its repository's row for
+    its whole transaction), and writes only the rows whose registry fields changed: a request
+    that re-reads the registry never waits for a running ingest."""
     listed = set()
+    now = timezone.now()
+    stored = {row["name"]: row for row in Repository.objects.values("name", "registry_id", *_REGISTRY_FIELDS)}
     for spec in parsed.repositories:
         listed.add(spec.name)
-        Repository.objects.update_or_create(
-            name=spec.name,
-            defaults={
-                "registry": registry,
-                "url": spec.url,
-                "ref": spec.ref,
-                "trust": spec.trust,
-                "owners": list(spec.owners),
-                "include": list(spec.include),
-                "exclude": list(spec.exclude),
-                "enabled": spec.enabled,
-                "is_transcript": spec.is_transcript,
-            },
-        )
-    Repository.objects.exclude(name__in=listed).filter(enabled=True).update(enabled=False, updated_at=timezone.now())
+        values: dict[str, object] = {
+            "url": spec.url,
+            "ref": spec.ref,
+            "trust": spec.trust,
+            "owners": list(spec.owners),
+            "include": list(spec.include),
+            "exclude": list(spec.exclude),
+            "enabled": spec.enabled,
+            "is_transcript": spec.is_transcript,
+        }
+        row = stored.get(spec.name)
+        if row is not None and row["registry_id"] == registry.pk and all(row[k] == v for k, v in values.items()):
+            continue
+        if Repository.objects.filter(name=spec.name).update(registry=registry, updated_at=now, **values):
+            continue
+        try:
+            with transaction.atomic():
+                Repository.objects.create(name=spec.name, registry=registry, **values)
+        except IntegrityError:  # a concurrent re-read created it between our update and insert
+            Repository.objects.filter(name=spec.name).update(registry=registry, updated_at=now, **values)
+    Repository.objects.exclude(name__in=listed).filter(enabled=True).update(enabled=False, updated_at=now)
+
+
+_REGISTRY_FIELDS = ("url", "ref", "trust", "owners", "include", "exclude", "enabled", "is_transcript")
 
 
 def ingest_request(
@@ -236,7 +253,7 @@ def repository_reembed(
     """Re-embeds every chunk of `repository` whose vectors are missing or were made by another
     model or dimension than the configured backend's; returns how many were embedded.
 
-    One transaction per repository (the repository row is locked, so an ingest of it waits):
+    One transaction per repository (holding its index lock, so an ingest of it waits):
     readers keep the old vectors until it commits. Run `manage.py reembed` after changing
     EMBEDDING_BACKEND or EMBEDDING_MODEL; ingests refuse to mix models until it has run.
     """
@@ -246,7 +263,7 @@ def repository_reembed(
     model, dimension = backend.model_name, backend.dimension
     embedded = 0
     with transaction.atomic():
-        Repository.objects.select_for_update().filter(pk=repository.pk).first()
+        repository_index_lock(repository_id=repository.pk)
         stale = (
             Chunk.objects.filter(repository=repository)
             .extra(

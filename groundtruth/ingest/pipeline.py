@@ -42,6 +42,7 @@ from django.utils import timezone
 from groundtruth.embeddings import EmbeddingBackend, EmbeddingUnavailable, embedding_backend
 from groundtruth.ingest.chunking import ChunkDraft, file_chunk
 from groundtruth.ingest.git_access import GitNetworkError, GitRepository
+from groundtruth.ingest.index_lock import repository_index_lock
 from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, heading_text, passage_text
 from groundtruth.ingest.runs import (
     ingest_run_commit_record,
@@ -235,8 +236,11 @@ def _execute(
     mark = _phase(state, timings, "chunk_embed_write", mark)
     new_chunk_ids: list[int] = []
     with transaction.atomic():
-        # Serialises with anything else rewriting this repository's chunks (reembed).
-        Repository.objects.select_for_update().filter(pk=repository.pk).first()
+        # Serialises with anything else rewriting this repository's chunks (reembed), without
+        # locking the Repository row: the registry re-read of a request writes that row and must
+        # not wait for this transaction. (Two ingests of one repository cannot overlap: it has at
+        # most one active run.)
+        repository_index_lock(repository_id=repository.pk)
         for batch in _batches(plan.to_chunk, settings.INGEST_FILE_BATCH_SIZE):
             if heartbeat.lost:
                 raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
@@ -261,6 +265,11 @@ def _execute(
             lexical_index_refresh(chunk_ids=new_chunk_ids)
         if new_chunk_ids or plan.removed_ids or repository.index_version != INDEX_VERSION:
             lexical_statistics_refresh(repository_ids=[repository.pk])
+        heartbeat.stop()
+        if heartbeat.lost:
+            raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
+        # The Repository row is written last, so the transaction holds its row lock only for
+        # the moment it takes to commit (a registry re-read writing the row waits that long).
         now = timezone.now()
         Repository.objects.filter(pk=repository.pk).update(
             last_commit=commit,
@@ -269,9 +278,6 @@ def _execute(
             file_count=SourceFile.objects.filter(repository=repository).count(),
             chunk_count=Chunk.objects.filter(repository=repository).count(),
         )
-        heartbeat.stop()
-        if heartbeat.lost:
-            raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
         _phase(state, timings, "done", mark)
         timings["total"] = round(sum(value for key, value in timings.items() if key != "total"), 3)
         succeeded = ingest_run_succeed(

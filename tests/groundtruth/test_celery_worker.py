@@ -224,3 +224,79 @@ def test_a_signed_github_push_ingests_in_a_real_worker_and_repos_shows_how(
     assert listed["last_ingested_at"] is not None
     assert (listed["latest_run"]["id"], listed["latest_run"]["trigger"]) == (run_id, "push")
     assert Chunk.objects.filter(repository__name="acme/handbook", path="docs/pushed.md").count() == 1
+
+
+def test_ingest_requests_and_pushes_answer_at_once_while_an_ingest_is_embedding(
+    api_client, registry_repo, worker_environment, embedding_server, settings, tmp_path
+):
+    # Registry re-reads (every POST /ingest/repo and push) must not wait on the repository row
+    # of an ingest that is in its chunk-and-embed transaction.
+    settings.INGEST_WEBHOOK_SECRET = "busy-push-secret"
+    big = GitWorkTree.create(tmp_path / "big")
+    for number in range(24):
+        big.write(f"docs/page{number:02d}.md", f"# Page {number}\n\nText of page {number}.\n")
+    big.commit("v1")
+    small = GitWorkTree.create(tmp_path / "small")
+    small.write("docs/index.md", "# Small\n\nOne page.\n")
+    small.commit("v1")
+    registry_repo(
+        sources_yaml(
+            {"name": "acme/big", "url": str(big.path), **HANDBOOK_GLOBS},
+            {"name": "acme/small", "url": str(small.path), **HANDBOOK_GLOBS},
+        )
+    )
+    embedding_server.delay_seconds = 0.3  # one text per request: about 15 s for 24 pages and titles
+    environment = {
+        **worker_environment,
+        **registry_environment(settings),
+        "EMBEDDING_BATCH_SIZE": "1",
+        "INGEST_FILE_BATCH_SIZE": "2",
+    }
+    key = bearer(service_key("ingest"))
+    push_body = json.dumps(
+        {
+            "ref": "refs/heads/main",
+            "after": big.head(),
+            "repository": {"full_name": "acme/big", "clone_url": big.file_url},
+        }
+    ).encode()
+    push_headers = {
+        "HTTP_X_GITHUB_EVENT": "push",
+        "HTTP_X_GITHUB_DELIVERY": str(uuid.uuid4()),
+        "HTTP_X_HUB_SIGNATURE_256": "sha256=" + hmac.new(b"busy-push-secret", push_body, hashlib.sha256).hexdigest(),
+    }
+    with celery_worker(queue=environment["CELERY_QUEUE"], environment=environment, log_path=tmp_path / "w.log"):
+        [run_id] = api_client.post("/ingest/repo", {"repo": "acme/big"}, format="json", **key).json()["run_ids"]
+        wait_for(lambda: IngestRun.objects.filter(pk=run_id, status="running", files_processed__gte=2).exists())
+
+        answered = []
+        started = time.monotonic()
+        same = api_client.post("/ingest/repo", {"repo": "acme/big"}, format="json", **key)
+        answered.append(time.monotonic() - started)
+        started = time.monotonic()
+        other = api_client.post("/ingest/repo", {"repo": "acme/small"}, format="json", **key)
+        answered.append(time.monotonic() - started)
+        started = time.monotonic()
+        pushed = api_client.generic("POST", "/hooks/git", push_body, content_type="application/json", **push_headers)
+        answered.append(time.monotonic() - started)
+        still_running = IngestRun.objects.get(pk=run_id).status
+
+        assert max(answered) < 5, answered  # before: the first waited for the whole ingest (15 s)
+        assert still_running == IngestStatus.RUNNING
+        small_run = IngestRun.objects.get(repository__name="acme/small")
+        assert (same.status_code, same.json()["run_ids"]) == (202, [run_id])
+        assert [(run["id"], run["status"], run["created"]) for run in same.json()["runs"]] == [
+            (run_id, "running", False)
+        ]
+        assert (other.status_code, other.json()["run_ids"]) == (202, [small_run.pk])
+        assert [(run["id"], run["status"], run["created"]) for run in other.json()["runs"]] == [
+            (small_run.pk, "queued", True)
+        ]
+        assert (pushed.status_code, pushed.json()["run_ids"], pushed.json()["registry"]) == (202, [run_id], None)
+        assert [(run["id"], run["status"], run["created"]) for run in pushed.json()["runs"]] == [
+            (run_id, "running", False)
+        ]
+
+        run = wait_for(lambda: finished_run(run_id), timeout=120)
+    assert (run.status, run.error, run.files_added, run.chunks_added) == (IngestStatus.SUCCEEDED, "", 24, 24)
+    assert Repository.objects.get(name="acme/big").last_commit == big.head()
