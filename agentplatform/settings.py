@@ -526,6 +526,9 @@ if set(SEARCH_RERANK_WEIGHTS) - set(RERANK_FEATURES) or any(weight < 0 for weigh
 ASK_CITATION_COUNT = _positive_int("ASK_CITATION_COUNT", 5)
 ASK_CITATION_MARGIN = _non_negative("ASK_CITATION_MARGIN", 0.05)
 ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 8)
+# ... and at most how many characters: lines can be of any length (one 900,000-character line
+# once made a 900 KB snippet). As long as a chunk by default, so ordinary snippets are unchanged.
+ASK_SNIPPET_MAX_CHARS = _positive_int("ASK_SNIPPET_MAX_CHARS", 1500)
 # Missing sources (groundtruth/search/abstention.py): a logistic model over evidence features,
 # `intercept=...,<feature>=<weight>,...`; below ASK_ABSTENTION_THRESHOLD (the probability that the
 # passages answer) the sources are missing. Fitted by `manage.py abstention_fit`.

@@ -17,8 +17,11 @@ How files are cut, by extension:
   key kept with it; the trail is the key or table name.
 - anything else: one section.
 A section longer than CHUNK_MAX_CHARS is split at blank lines outside code fences, then between
-lines; a single line longer than the maximum stays whole (lines are never cut, so citations
-stay exact). Leading and trailing blank lines are not part of a chunk.
+lines; a piece still longer (a line longer than the maximum) is cut by characters, at a line break
+or a space in its second half where there is one (`_characters_split`): no chunk exceeds
+CHUNK_MAX_CHARS characters, whatever the file's line structure. A piece cut inside a line cites
+that line (its text is then part of the cited lines, not all of them). Leading and trailing blank
+lines are not part of a chunk. A title in the heading trail is cut to HEADING_TITLE_MAX_CHARS.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _RST_MARKUP = re.compile(r"^\s*\.\.(\s|$)|^__ ")  # targets, comments, directives, anonymous targets
 _MARKDOWN_MARKUP = re.compile(r"^\s{0,3}\[[^\]]+\]:\s")  # link reference definitions
 _markdown = MarkdownIt("commonmark")
+# A title longer than this is cut (ending with "…"): the trail is repeated in every chunk of the
+# section, in every search result and in the text embedded, and a real title is a line, not a
+# page (a 200 KB "heading" once made every chunk of its section 200 KB).
+HEADING_TITLE_MAX_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,45 @@ def file_chunk(*, path: str, text: str, max_chars: int, config_whole_max_chars: 
     drafts: list[ChunkDraft] = []
     for section in sections:
         drafts.extend(_section_split(lines, section, max_chars))
-    return drafts
+    return [piece for draft in drafts for piece in _characters_split(draft, max_chars)]
+
+
+def _title_cut(title: str) -> str:
+    if len(title) <= HEADING_TITLE_MAX_CHARS:
+        return title
+    return title[: HEADING_TITLE_MAX_CHARS - 1] + "…"
+
+
+def _characters_split(draft: ChunkDraft, max_chars: int) -> list[ChunkDraft]:
+    """`draft` cut into pieces of at most `max_chars` characters (only a draft longer than that
+    is: a single line longer than the maximum), each citing the lines it holds part of; titles in
+    the heading trail are cut to HEADING_TITLE_MAX_CHARS. A cut is made at the last line break in
+    the window's second half, else at its last space there, else at `max_chars`; the whitespace
+    at a cut belongs to no piece."""
+    heading = tuple(_title_cut(title) for title in draft.heading)
+    text = draft.text
+    if len(text) <= max_chars:
+        return [draft if heading == draft.heading else ChunkDraft(draft.start_line, draft.end_line, heading, text)]
+    pieces: list[ChunkDraft] = []
+    offset = 0
+    while offset < len(text):
+        end = offset + max_chars
+        if end < len(text):
+            # One character past the window: a separator right after it allows a full-size piece.
+            window = text[offset : end + 1]
+            cut = window.rfind("\n")
+            if cut < max_chars // 2:
+                cut = window.rfind(" ")
+            if cut >= max_chars // 2:
+                end = offset + cut
+        piece = text[offset:end].rstrip()
+        if piece:
+            start_line = draft.start_line + text.count("\n", 0, offset)
+            pieces.append(ChunkDraft(start_line, start_line + piece.count("\n"), heading, piece))
+        offset = end
+        while offset < len(text) and text[offset].isspace():
+            offset += 1
+    return pieces
 
 
 def line_roles(*, path: str, lines: list[str]) -> list[str]:

@@ -50,7 +50,7 @@ from groundtruth.ingest.runs import (
     ingest_run_heartbeat,
     ingest_run_succeed,
 )
-from groundtruth.ingest.selection import SelectedFile, files_select, is_binary
+from groundtruth.ingest.selection import SelectedFile, files_select, text_problem
 from groundtruth.models import Chunk, IngestRun, Repository, SourceFile
 from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
 from groundtruth.services import registry_load
@@ -351,8 +351,8 @@ def _batch_write(
     with git.blob_reader() as read:
         for item in batch:
             data = read(item.blob_sha)
-            if is_binary(data):
-                plan.skipped.append((item.path, "binary"))
+            if problem := text_problem(data):
+                plan.skipped.append((item.path, problem))
                 if item.path in plan.existing:  # it was text before: its chunks go
                     plan.removed_ids.append(plan.existing[item.path][0])
                     counts.files_removed += 1

@@ -9,13 +9,19 @@ BRACE, DOTGLOB: `**` spans directories). Rules, in order:
   repository (absolute, or `..` above the root) or at nothing is skipped; one that resolves to a
   file is indexed under the link's path with the target's content;
 - files over INGEST_MAX_FILE_BYTES are skipped;
+- a path that GET /sources cannot serve, and so no citation can link to, is skipped with its
+  reason (`path_unindexable_reason`): one with a control character (a newline, a tab, ...: legal
+  in git), one that is not UTF-8, one longer than PATH_MAX_CHARS;
 - binaries are recognised by content when read (`is_binary`): a NUL byte in the first 8 KiB or
-  bytes that are not UTF-8.
+  bytes that are not UTF-8. A text file with a NUL byte further on is skipped too (`text_problem`):
+  PostgreSQL text cannot hold a NUL, and dropping it would make the indexed text differ from
+  the file's bytes that citations point at.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -25,6 +31,8 @@ from groundtruth.ingest.git_access import TreeEntry
 from groundtruth.registry import GLOB_FLAGS
 
 MAX_SYMLINK_HOPS = 8
+PATH_MAX_CHARS = 1000  # SourceFile.path and Chunk.path
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,9 @@ def files_select(
     for entry in entries:
         if entry.is_submodule or not path_matches(entry.path, include, exclude):
             continue
+        if problem := path_unindexable_reason(entry.path):
+            selection.skipped.append((path_printable(entry.path), problem))
+            continue
         target = entry
         if entry.is_symlink:
             resolved, problem = _symlink_resolve(entry, by_path, read_blob)
@@ -96,6 +107,37 @@ def _symlink_resolve(
             return entry, ""
         current = entry
     return None, "symlink chain too long"
+
+
+def path_unindexable_reason(path: str) -> str | None:
+    """Why a path of the repository is not indexed, or None. Such a path would make a citation
+    whose `source_url` cannot be built or served (Django's path converter refuses a newline, and
+    GET /sources refuses control characters) or a row PostgreSQL refuses (a lone surrogate from a
+    name that is not UTF-8, a path longer than the column)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "path is not UTF-8"
+    if _CONTROL_CHARACTER.search(path):
+        return "path has a control character (newline, tab, ...): no source_url can cite it"
+    if len(path) > PATH_MAX_CHARS:
+        return f"path longer than {PATH_MAX_CHARS} characters"
+    return None
+
+
+def path_printable(path: str) -> str:
+    """`path` as a run's skipped files can store it: the bytes of a name that is not UTF-8 as
+    \\xNN escapes (git lists such names; a lone surrogate cannot be stored)."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def text_problem(data: bytes) -> str | None:
+    """Why a file read for indexing is not indexed, or None for text that can be."""
+    if is_binary(data):
+        return "binary"
+    if (offset := data.find(b"\0")) >= 0:
+        return f"NUL byte at byte {offset}: PostgreSQL text cannot hold it"
+    return None
 
 
 def text_decoded(data: bytes) -> str | None:

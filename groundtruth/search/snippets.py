@@ -18,12 +18,17 @@ answers, and that passage is prose, not the section's title. So:
   passage the dense leg found by meaning alone), followed by the next blocks of the same
   section while the snippet stays within ASK_SNIPPET_MAX_LINES lines. A block longer than that
   is cut to its best window of that many lines.
+- A snippet also stays within ASK_SNIPPET_MAX_CHARS characters, whatever its lines' lengths: it
+  keeps its first lines that fit, or the first characters of its first line when that line alone
+  is longer (the citation's lines then are that one line).
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+
+from django.conf import settings
 
 from groundtruth.ingest.chunking import line_roles
 from groundtruth.models import Chunk
@@ -110,8 +115,24 @@ def _narrow(lines: list[str], roles: list[str], lexemes: list[set[str]], idf: di
     return start, end
 
 
-def snippets_narrow(*, chunks: list[Chunk], query: LexicalQuery, max_lines: int) -> list[Snippet]:
-    """One snippet per chunk, in order, each with its own line range in the file."""
+def _characters_fit(lines: list[str], start: int, end: int, max_chars: int) -> tuple[int, int, str]:
+    """The lines start..end cut to at most `max_chars` characters: (start, end, text)."""
+    text = "\n".join(lines[start:end])
+    if len(text) <= max_chars:
+        return start, end, text
+    while end - start > 1 and len(text) > max_chars:
+        end -= 1
+        text = "\n".join(lines[start:end])
+    return start, end, text[:max_chars]
+
+
+def snippets_narrow(
+    *, chunks: list[Chunk], query: LexicalQuery, max_lines: int, max_chars: int | None = None
+) -> list[Snippet]:
+    """One snippet per chunk, in order, each with its own line range in the file, of at most
+    `max_lines` lines and `max_chars` characters (default ASK_SNIPPET_MAX_CHARS)."""
+    if max_chars is None:
+        max_chars = settings.ASK_SNIPPET_MAX_CHARS
     idf = {term.lexeme: term.idf for term in query.terms if term.idf > 0}
     chunk_lines = [chunk.text.split("\n") for chunk in chunks]
     flat = [line for lines in chunk_lines for line in lines]
@@ -123,9 +144,10 @@ def snippets_narrow(*, chunks: list[Chunk], query: LexicalQuery, max_lines: int)
         offset += len(lines)
         roles = line_roles(path=chunk.path, lines=lines)
         start, end = _narrow(lines, roles, lexemes, idf, max_lines)
+        start, end, text = _characters_fit(lines, start, end, max_chars)
         snippets.append(
             Snippet(
-                text="\n".join(lines[start:end]),
+                text=text,
                 start_line=chunk.start_line + start,
                 end_line=chunk.start_line + end - 1,
             )
