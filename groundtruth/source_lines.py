@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from django.conf import settings
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from agentplatform.errors import ApplicationError, InvalidInput, NotFound, ServiceUnavailable
 from groundtruth.ingest.chunking import file_line_count, file_lines_range
@@ -136,7 +136,14 @@ def source_lines_url(*, request: HttpRequest, repo: str, path: str, commit: str,
     """The absolute URL of GET /sources/<repo>/<path> for exactly lines start..end at `commit`,
     on the host and scheme the request came in by."""
     owner, name = repo.split("/", 1)
-    location = reverse("source-lines", kwargs={"owner": owner, "name": name, "path": path})
+    try:
+        location = reverse("source-lines", kwargs={"owner": owner, "name": name, "path": path})
+    except NoReverseMatch:
+        # A path the URL pattern cannot hold (a newline: chunks indexed before the ingest skipped
+        # such paths, until the next ingest removes them). Percent-encoded, it is a URL that
+        # answers 404, as GET /sources answers every path it does not serve, not a 500 here.
+        prefix = reverse("source-lines", kwargs={"owner": owner, "name": name, "path": "-"}).removesuffix("-")
+        location = prefix + quote(path, safe="/")
     query = urlencode({"commit": commit, "start": start, "end": end})
     return request.build_absolute_uri(f"{location}?{query}")
 

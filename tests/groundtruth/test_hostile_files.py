@@ -16,7 +16,7 @@ from groundtruth.search.snippets import snippets_narrow
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import sources_yaml
 from tests.groundtruth.factories import RepositoryFactory, bearer, service_key
-from tests.groundtruth.search_fixtures import Section, chunks_index
+from tests.groundtruth.search_fixtures import COMMIT, Section, chunks_index
 
 pytestmark = pytest.mark.django_db
 
@@ -227,3 +227,20 @@ def test_the_default_snippet_is_never_longer_than_ask_snippet_max_chars(settings
 
     assert len(snippet.text) == settings.ASK_SNIPPET_MAX_CHARS == 1500
     assert json.dumps(snippet.text)  # a plain string, as the answer serializes it
+
+
+def test_a_chunk_of_a_newline_path_indexed_before_the_skip_is_searched_with_a_source_url_that_is_404(
+    api_client, embedding_server, reader
+):
+    repository = RepositoryFactory(name="acme/old")
+    chunks_index(repository, [Section(path="docs/evil\nname.md", heading=(), text="zebracorn of old", start_line=1)])
+
+    response = api_client.get("/search", {"q": "zebracorn"}, **reader)
+
+    assert response.status_code == 200
+    [hit] = response.json()["results"]
+    assert hit["citation"]["source_url"] == (
+        f"http://testserver/sources/acme/old/docs/evil%0Aname.md?commit={COMMIT}&start=1&end=1"
+    )
+    served = api_client.get(hit["citation"]["source_url"].removeprefix("http://testserver"), **reader)
+    assert (served.status_code, served.json()["code"]) == (404, "not_found")
