@@ -143,8 +143,8 @@ def lexical_statistics_refresh(*, repository_ids: Iterable[int]) -> None:
 
     Call it after an ingest changed a repository's chunks, inside its swap transaction: readers
     then see the new chunks and their statistics together. It scans the repository's tsvectors
-    (`ts_stat`), about a second per 100,000 chunks; the ingest's lock on the repository row
-    serialises two recounts of one repository.
+    (`ts_stat`), about a second per 100,000 chunks; the ingest's index lock of the repository
+    (`groundtruth.ingest.index_lock`) serialises two recounts of one repository.
     """
     ids = sorted(set(repository_ids))
     if not ids:

@@ -268,6 +268,14 @@ def test_ingest_requests_and_pushes_answer_at_once_while_an_ingest_is_embedding(
     with celery_worker(queue=environment["CELERY_QUEUE"], environment=environment, log_path=tmp_path / "w.log"):
         [run_id] = api_client.post("/ingest/repo", {"repo": "acme/big"}, format="json", **key).json()["run_ids"]
         wait_for(lambda: IngestRun.objects.filter(pk=run_id, status="running", files_processed__gte=2).exists())
+        # A registry change to write to the row of the repository being embedded.
+        registry_repo(
+            sources_yaml(
+                {"name": "acme/big", "url": str(big.path), "trust": "canonical", **HANDBOOK_GLOBS},
+                {"name": "acme/small", "url": str(small.path), **HANDBOOK_GLOBS},
+            ),
+            "acme/big is canonical",
+        )
 
         answered = []
         started = time.monotonic()
@@ -283,6 +291,7 @@ def test_ingest_requests_and_pushes_answer_at_once_while_an_ingest_is_embedding(
 
         assert max(answered) < 5, answered  # before: the first waited for the whole ingest (15 s)
         assert still_running == IngestStatus.RUNNING
+        assert Repository.objects.get(name="acme/big").trust == "canonical"
         small_run = IngestRun.objects.get(repository__name="acme/small")
         assert (same.status_code, same.json()["run_ids"]) == (202, [run_id])
         assert [(run["id"], run["status"], run["created"]) for run in same.json()["runs"]] == [
