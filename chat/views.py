@@ -25,6 +25,7 @@ from agentplatform.errors import ApplicationError, RateLimited, problem_response
 from agentplatform.permissions import IsAgentKey
 from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import PUBLIC, RateLimitedViewMixin, client_ip, count_request
+from agentplatform.renderers import FirstRendererNegotiation
 from agentplatform.response_cache import cached_response
 from chat.selectors import chat_feed, chat_message_get
 from chat.serializers import (
@@ -163,6 +164,9 @@ class ChatStreamView(RateLimitedViewMixin, APIView):
 
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
+    # A browser's EventSource sends `Accept: text/event-stream`: the 307 (and a refusal, as problem
+    # JSON) is the answer whatever the client accepts, never a 406.
+    content_negotiation_class = FirstRendererNegotiation
 
     @extend_schema(
         operation_id="chat_stream",
