@@ -42,10 +42,8 @@ class McpAccessView(RateLimitedViewMixin, APIView):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = FirstRendererNegotiation
 
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> Response:  # the only method /mcp serves (agentplatform/mcp_app.py)
         return Response(status=204)
-
-    get = delete = post
 
 
 _access_view = McpAccessView.as_view()
