@@ -107,7 +107,9 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             201: OpenApiResponse(ChatMessageSerializer, description="The stored message, as the feed shows it."),
             **problem_responses(
                 {
-                    400: "Malformed JSON, message not 1..2000 characters, unknown message_type or bad Idempotency-Key.",
+                    400: "Malformed JSON or a key repeated within one object (`invalid_json`); a message not "
+                    "1..2000 characters, only whitespace or zero-width characters, or holding a NUL; an unknown "
+                    "message_type or a bad Idempotency-Key (`invalid`, nothing stored).",
                     401: "No credentials, or a malformed, unknown or revoked key.",
                     403: "Not an agent key (`forbidden`), or message_type system (`system_message_staff_only`).",
                     409: "The agent is not running (`agent_not_running`), or the Idempotency-Key was used with "

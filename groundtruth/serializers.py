@@ -3,7 +3,6 @@ validation; no token or key ever appears in these shapes."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -15,6 +14,7 @@ from agentplatform.serializer_fields import ServerPathsHiddenCharField
 from groundtruth.ingest.git_refs import REF_PATTERN, REF_RULE
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestRun, IngestStatus, IngestTrigger, Repository
+from groundtruth.registry import REPOSITORY_NAME_PATTERN
 from groundtruth.selectors import repository_state
 
 RUN_LIST_LIMIT_DEFAULT = 20
@@ -23,8 +23,8 @@ RUN_LIST_LIMIT_RULE = f"must be an integer from 1 to {RUN_LIST_LIMIT_MAX}"
 RUN_BEFORE_RULE = "must be an ingest run id (a positive integer)"
 BIGINT_MAX = 2**63 - 1
 
-REPO_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z")
-REPO_RULE = "must be owner/name (letters, digits, '.', '_' or '-')"
+REPO_NAME_PATTERN = REPOSITORY_NAME_PATTERN  # as the source registry names repositories
+REPO_RULE = "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"
 
 
 class HealthCheckSerializer(serializers.Serializer):

@@ -92,7 +92,13 @@ def test_post_without_repo_queues_every_enabled_repository(api_client, registry_
 @pytest.mark.parametrize(
     ("payload", "field", "message"),
     [
-        ({"repo": "no-slash"}, "repo", "must be owner/name (letters, digits, '.', '_' or '-')"),
+        (
+            {"repo": "no-slash"},
+            "repo",
+            "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')",
+        ),
+        ({"repo": "../.."}, "repo", "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"),
+        ({"repo": "acme/."}, "repo", "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"),
         ({"repo": "acme/handbook", "ref": "--upload-pack=x"}, "ref", "must be a branch, tag or commit SHA"),
         ({"repo": 42}, "repo", "Not a valid string."),
         ({"repo": "a/" + "b" * 300}, "repo", "Ensure this field has no more than 200 characters."),
