@@ -21,6 +21,7 @@ from chat.services import chat_message_hide
 from tests import celeryworker
 from tests.agents.factories import AgentFactory, agent_key_for, bearer
 from tests.chat.factories import ChatMessageFactory
+from tests.liveserver import gunicorn_server
 from tests.redisserver import redis_server
 from tests.streamserver import SSEReader, stream_server
 
@@ -272,6 +273,20 @@ def test_the_web_process_answers_a_browser_event_source_with_307_not_406(api_cli
     assert response["Location"] == "http://localhost:8123/api/chat/stream?last_event_id=5"
     assert response["Access-Control-Allow-Origin"] == "*"
     assert response["X-RateLimit-Remaining"] == "99"
+
+
+def test_gunicorn_as_the_procfile_runs_it_redirects_a_browser_event_source_to_the_stream_process(tmp_path: Path):
+    environment = {"DATABASE_URL": celeryworker.test_database_url(), "EMBEDDING_BACKEND": "none", "STREAM_PORT": "8123"}
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        response = httpx.get(
+            f"{base_url}/api/chat/stream?last_event_id=5",
+            headers={"Accept": "text/event-stream", "Cache-Control": "no-cache"},
+            timeout=20,
+        )
+
+    assert response.status_code == 307
+    assert response.headers["location"] == "http://127.0.0.1:8123/api/chat/stream?last_event_id=5"
+    assert response.headers["access-control-allow-origin"] == "*"
 
 
 def test_the_web_process_refuses_a_browser_event_source_with_a_bad_last_event_id_as_400_problem(api_client):
