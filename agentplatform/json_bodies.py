@@ -1,9 +1,10 @@
 """The rules every JSON request body follows (README, Errors and input rules).
 
 - The body is parsed by `JSONParser` (DEFAULT_PARSER_CLASSES): malformed JSON, bytes that are
-  not UTF-8, NaN/Infinity and nesting deeper than `JSON_MAX_DEPTH` are a 400 problem with code
-  `invalid_json`. The depth is checked before parsing because Python's parser recurses: a 2 KB
-  body of a thousand `[` raised RecursionError, a 500 with a traceback per request.
+  not UTF-8, NaN/Infinity, a key repeated within one object and nesting deeper than
+  `JSON_MAX_DEPTH` are a 400 problem with code `invalid_json`. The depth is checked before
+  parsing because Python's parser recurses: a 2 KB body of a thousand `[` raised RecursionError,
+  a 500 with a traceback per request.
 - A body serializer derives from `StrictBodySerializer`: keys it does not declare are refused
   (a misspelt `scope` or `repo` must not silently widen the request); the schema says
   `additionalProperties: false` (agentplatform.openapi).
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.validators import ProhibitNullCharactersValidator, RegexValidator
 from rest_framework import exceptions, parsers, serializers
 
 # The deepest body the API takes is three levels (`{"scope": {"repos": [...]}}`).
@@ -37,6 +38,21 @@ class InvalidJson(exceptions.ParseError):
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+class DuplicateKey(ValueError):
+    pass
+
+
+def _object_without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # RFC 8259 leaves a repeated name's meaning to the parser; Python keeps the last, another
+    # parser (a proxy, a log pipeline, a signature check) the first: one body, two meanings.
+    built: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in built:
+            raise DuplicateKey(f"the key {json.dumps(key, ensure_ascii=False)} appears twice in one object")
+        built[key] = value
+    return built
 
 
 def json_depth_exceeds(text: str, limit: int) -> bool:
@@ -63,7 +79,9 @@ class JSONParser(parsers.JSONParser):
         if json_depth_exceeds(text, JSON_MAX_DEPTH):
             raise InvalidJson(f"The body is not accepted: its JSON nests deeper than {JSON_MAX_DEPTH} levels.")
         try:
-            return json.loads(text, parse_constant=_refuse_constant)
+            return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_object_without_duplicate_keys)
+        except DuplicateKey as exc:
+            raise InvalidJson(f"The body is not accepted: {exc}.") from exc
         except ValueError as exc:
             raise InvalidJson(f"The body is not valid JSON: {exc}.") from exc
         except RecursionError as exc:  # not reachable under the cap; kept so no body can make a 500
@@ -99,8 +117,10 @@ class StrictCharField(serializers.CharField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.some_visible_validator: RegexValidator | None = None
         if self.trim_whitespace and not self.allow_blank:
-            self.validators.append(RegexValidator(r"\S", message=self.error_messages["blank"]))
+            self.some_visible_validator = RegexValidator(r"\S", message=self.error_messages["blank"])
+            self.validators.append(self.some_visible_validator)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -111,9 +131,22 @@ class StrictCharField(serializers.CharField):
 
 
 class StrictRegexField(StrictCharField):
-    r"""A JSON string that matches `regex` (anchor it with ^ and \Z), taken as sent (not trimmed)."""
+    r"""A JSON string that matches `regex` (anchor it with ^ and \Z), taken as sent (not trimmed).
 
-    def __init__(self, regex: str | re.Pattern[str], **kwargs: Any) -> None:
+    Trimmed (`trim_whitespace=True`), the trimmed string must match, and `regex` is the one
+    `pattern` of the schema: it replaces StrictCharField's `\S` (drf-spectacular documents only
+    the first pattern). With `regex_refuses_nul`, `regex` alone refuses U+0000 (and the schema's
+    `pattern` says so): DRF's own NUL check is left out, so a NUL is one error with the field's
+    rule, not two.
+    """
+
+    def __init__(self, regex: str | re.Pattern[str], *, regex_refuses_nul: bool = False, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
+        self.validators = [
+            validator
+            for validator in self.validators
+            if validator is not self.some_visible_validator
+            and not (regex_refuses_nul and isinstance(validator, ProhibitNullCharactersValidator))
+        ]
         self.validators.append(RegexValidator(regex, message=self.error_messages["invalid"]))

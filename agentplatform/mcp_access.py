@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +20,6 @@ from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 from django.http.response import HttpResponseBase
-from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.parsers import BaseParser
-from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,23 +28,9 @@ from agentplatform.authentication import BearerCredentialAuthentication
 from agentplatform.errors import problem_response
 from agentplatform.permissions import HasServiceReadScope
 from agentplatform.ratelimits import RateLimitedViewMixin
-from agentplatform.renderers import JSONRenderer
+from agentplatform.renderers import FirstRendererNegotiation, JSONRenderer
 
 logger = logging.getLogger(__name__)
-
-
-class FirstRendererNegotiation(BaseContentNegotiation):
-    """The gate answers only refusals, always as problem JSON: an MCP client's Accept header
-    (`application/json, text/event-stream`, or the event stream alone) must not make it a 406."""
-
-    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
-        return next(iter(parsers), None)
-
-    def select_renderer(
-        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
-    ) -> tuple[BaseRenderer, str]:
-        renderer = next(iter(renderers))
-        return renderer, renderer.media_type
 
 
 class McpAccessView(RateLimitedViewMixin, APIView):
@@ -60,10 +42,8 @@ class McpAccessView(RateLimitedViewMixin, APIView):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = FirstRendererNegotiation
 
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> Response:  # the only method /mcp serves (agentplatform/mcp_app.py)
         return Response(status=204)
-
-    get = delete = post
 
 
 _access_view = McpAccessView.as_view()

@@ -7,6 +7,15 @@ stateless and answering JSON (no session to keep between requests, so any number
 can serve it): clients of the 2026-07-28 protocol send self-contained requests, older clients
 (2025-11-25 and before) the initialize handshake; the SDK serves both.
 
+Only POST is served: every answer is one JSON document and no request holds a stream open. GET
+(the Streamable HTTP transport's optional server-to-client event stream) is a 405, as the
+specification allows a server that offers no such stream: a stateless server has no session to
+address a server-initiated message to, so under the SDK that stream never carries a byte and never
+ends (one key held 300 of them), and no client needs it (the SDK's client opens it only with a
+session id, which this server never gives). For the same reason `subscriptions/listen` (the
+2026-07-28 protocol's stream of list-changed notifications) is not offered: the tools never change
+while the process runs. DELETE (ending a session) has no session to end: also 405.
+
 Each request passes the access gate first (agentplatform/mcp_access.py: service key with scope
 `read`, rate limits, problem details for refusals); the tools (groundtruth/mcp_tools.py,
 brandassets/mcp_tools.py) run on worker threads, at most MCP_THREADS at once. The embedding
@@ -59,7 +68,8 @@ INSTRUCTIONS = (
 
 
 def mcp_server_build() -> MCPServer:
-    server: MCPServer = MCPServer(name="ground-truth", instructions=INSTRUCTIONS)
+    # No `subscriptions/listen` stream: nothing this server offers changes while it runs (module docstring).
+    server: MCPServer = MCPServer(name="ground-truth", instructions=INSTRUCTIONS, subscriptions=False)
     # Every tool reads; none changes anything, here or elsewhere.
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     for tool in (*GROUND_TRUTH_TOOLS, *BRAND_ASSET_TOOLS):
@@ -106,6 +116,15 @@ class McpApplication:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["path"] != MCP_PATH:
             await _send_response(send, *_problem(404, "not_found", f"No endpoint at this path; MCP is at {MCP_PATH}."))
+            return
+        if scope["method"] != "POST":
+            status, headers, body = _problem(
+                405,
+                "method_not_allowed",
+                f'Method "{scope["method"]}" not allowed: MCP requests are POSTs, each answered with one JSON '
+                "document; this stateless server offers no event stream.",
+            )
+            await _send_response(send, status, [*headers, (b"allow", b"POST")], body)
             return
         try:
             decision = await anyio.to_thread.run_sync(mcp_access_decide, dict(scope))

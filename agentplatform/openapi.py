@@ -110,7 +110,10 @@ class ProblemDetailsAutoSchema(AutoSchema):
         if not self._allows_anonymous():
             problems[403] = "The credentials are valid but do not allow this operation."
         if self.method in BODY_METHODS and self.get_request_serializer() is not None:
-            problems[400] = "The body is not valid JSON or a field is invalid (see `errors`)."
+            problems[400] = (
+                "The body is not valid JSON, repeats a key within one object (`invalid_json`), or a field is "
+                "invalid (see `errors`)."
+            )
             problems[413] = "The body is larger than MAX_REQUEST_BODY_BYTES."
             problems[415] = "The body is not `application/json`."
         if isinstance(self.view, RateLimitedViewMixin):

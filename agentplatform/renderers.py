@@ -10,10 +10,14 @@ Everything else is rendered by DRF unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rest_framework import renderers
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
 
 
 class RenderedJSON:
@@ -55,3 +59,18 @@ class PlainTextRenderer(renderers.BaseRenderer):
         if isinstance(data, str):
             return data.encode()
         return JSONRenderer().render(data, None, renderer_context)
+
+
+class FirstRendererNegotiation(BaseContentNegotiation):
+    """For a view whose answers (refusals as problem JSON, a redirect) do not depend on Accept: a
+    client asking for another type (an MCP client's `application/json, text/event-stream`, a
+    browser EventSource's `text/event-stream`) must not make it a 406."""
+
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        return next(iter(parsers), None)
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        renderer = next(iter(renderers))
+        return renderer, renderer.media_type

@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictRegexField
 from agentplatform.money import MONEY
+from agentplatform.server_paths import server_paths_hidden
 from agentplatform.wallet_addresses import ADDRESS_PATTERN, ADDRESS_RULE, wallet_address_normalize
 
 
@@ -106,3 +107,11 @@ class WalletAddressField(StrictRegexField):
             return wallet_address_normalize(text)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from exc
+
+
+class ServerPathsHiddenCharField(serializers.CharField):
+    """An error text as clients may read it: paths of this machine's directories written relative to
+    their setting (agentplatform/server_paths.py), also for rows recorded before that rule."""
+
+    def to_representation(self, value: Any) -> str:
+        return server_paths_hidden(super().to_representation(value))

@@ -7,11 +7,11 @@ from typing import Any
 from rest_framework import serializers
 
 from agentplatform.errors import InvalidInput
-from agentplatform.json_bodies import StrictBodySerializer, StrictCharField
+from agentplatform.json_bodies import StrictBodySerializer, StrictRegexField
 from agentplatform.query_params import QueryIntegerField
 from agentplatform.serializer_fields import FlatRowSerializer
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, MessageType
-from chat.services import IDEMPOTENCY_KEY_MAX_LENGTH, MESSAGE_RULE
+from chat.services import IDEMPOTENCY_KEY_MAX_LENGTH, MESSAGE_PATTERN, MESSAGE_RULE
 
 FEED_LIMIT_MAX = 200
 FEED_LIMIT_DEFAULT = 50
@@ -47,14 +47,16 @@ class ChatFeedQuerySerializer(serializers.Serializer):
 
 
 class ChatPostSerializer(StrictBodySerializer):
-    message = StrictCharField(
+    message = StrictRegexField(
+        MESSAGE_PATTERN,
+        regex_refuses_nul=True,
         max_length=MESSAGE_MAX_LENGTH,
         # Leading and trailing whitespace is dropped; a message of only whitespace is empty.
         trim_whitespace=True,
         error_messages=_same_message(
             MESSAGE_RULE, "required", "blank", "max_length", "invalid", "not_a_string", "null"
         ),
-        help_text=f"1 to {MESSAGE_MAX_LENGTH} characters.",
+        help_text=f"1 to {MESSAGE_MAX_LENGTH} characters, not only whitespace or zero-width ones; no NUL (U+0000).",
     )
     message_type = serializers.ChoiceField(
         choices=MessageType.choices,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -17,7 +18,16 @@ from agents.models import Agent, AgentStatus
 from chat.announcements import chat_message_announce
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, ChatMessage, MessageType
 
-MESSAGE_RULE = f"must be 1 to {MESSAGE_MAX_LENGTH} characters"
+MESSAGE_RULE = (
+    f"must be 1 to {MESSAGE_MAX_LENGTH} characters, not only whitespace or zero-width ones, and no NUL (U+0000)"
+)
+# Characters that show nothing: Python's whitespace (`\s`) and the zero-width and invisible format
+# characters (soft hyphen, zero-width space/joiners, direction marks, word joiner, BOM, Hangul and
+# Braille blanks). A message needs one character outside them, and may hold no NUL (PostgreSQL
+# text cannot). The same text is the OpenAPI `pattern` of POST /api/chat's `message`.
+_INVISIBLE = r"\s\u00ad\u034f\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0"
+MESSAGE_PATTERN = rf"^[^\x00]*[^\x00{_INVISIBLE}][^\x00]*$"
+_MESSAGE_VISIBLE = re.compile(MESSAGE_PATTERN)
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
 # pg_advisory_xact_lock key ("chat") held by every transaction that stores a message.
 MESSAGE_ORDER_LOCK = 0x63686174
@@ -31,7 +41,7 @@ class ChatPostResult:
 
 
 def _message_validate(message: str) -> None:
-    if not 1 <= len(message) <= MESSAGE_MAX_LENGTH:
+    if not 1 <= len(message) <= MESSAGE_MAX_LENGTH or not _MESSAGE_VISIBLE.match(message):
         raise InvalidInput.for_field("message", MESSAGE_RULE)
 
 

@@ -25,6 +25,7 @@ from agentplatform.errors import ApplicationError, RateLimited, problem_response
 from agentplatform.permissions import IsAgentKey
 from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import PUBLIC, RateLimitedViewMixin, client_ip, count_request
+from agentplatform.renderers import FirstRendererNegotiation
 from agentplatform.response_cache import cached_response
 from chat.selectors import chat_feed, chat_message_get
 from chat.serializers import (
@@ -106,7 +107,9 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             201: OpenApiResponse(ChatMessageSerializer, description="The stored message, as the feed shows it."),
             **problem_responses(
                 {
-                    400: "Malformed JSON, message not 1..2000 characters, unknown message_type or bad Idempotency-Key.",
+                    400: "Malformed JSON or a key repeated within one object (`invalid_json`); a message not "
+                    "1..2000 characters, only whitespace or zero-width characters, or holding a NUL; an unknown "
+                    "message_type or a bad Idempotency-Key (`invalid`, nothing stored).",
                     401: "No credentials, or a malformed, unknown or revoked key.",
                     403: "Not an agent key (`forbidden`), or message_type system (`system_message_staff_only`).",
                     409: "The agent is not running (`agent_not_running`), or the Idempotency-Key was used with "
@@ -163,6 +166,9 @@ class ChatStreamView(RateLimitedViewMixin, APIView):
 
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
+    # A browser's EventSource sends `Accept: text/event-stream`: the 307 (and a refusal, as problem
+    # JSON) is the answer whatever the client accepts, never a 406.
+    content_negotiation_class = FirstRendererNegotiation
 
     @extend_schema(
         operation_id="chat_stream",

@@ -11,7 +11,7 @@ Format:
       trust: reviewed              # canonical | reviewed | community
       owners: []
     repos:
-      - name: acme/handbook        # owner/name, unique
+      - name: acme/handbook        # owner/name, unique; neither part "." or ".."
         url: https://git.example.com/acme/handbook.git   # https/http URL, file:// URL or local path
         owners: [docs-team]
         trust: canonical
@@ -55,7 +55,9 @@ from groundtruth.registry_files import RegistryFileValidator
 
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 REPO_TRUST_TIERS = (TrustTier.CANONICAL.value, TrustTier.REVIEWED.value, TrustTier.COMMUNITY.value)
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# owner/name, each part of letters, digits, '.', '_' and '-' but neither '.' nor '..': a name is a
+# path segment of /sources URLs and of git cache directories, where those two would climb out.
+REPOSITORY_NAME_PATTERN = re.compile(r"^(?!\.\.?/)[A-Za-z0-9_.-]+/(?!\.\.?\Z)[A-Za-z0-9_.-]+\Z")
 _TOP_KEYS = {"defaults", "repos", "transcripts"}
 _DEFAULT_KEYS = {"ref", "include", "exclude", "trust", "owners"}
 _REPO_KEYS = {"name", "url", "ref", "include", "exclude", "trust", "owners", "enabled"}
@@ -223,8 +225,11 @@ def _repository(
     name = validator.string(items["name"][1], f"{key}.name") if "name" in items else None
     if "name" not in items:
         validator.error(node, f"{key}.name", "missing (owner/name)")
-    elif name is not None and not _NAME_RE.match(name):
-        validator.error(items["name"][1], f"{key}.name", f"{name!r} is not of the form owner/name")
+    elif name is not None and not REPOSITORY_NAME_PATTERN.match(name):
+        problem = f"{name!r} is not of the form owner/name"
+        if any(part in (".", "..") for part in name.split("/")):
+            problem += " ('.' and '..' are not names)"
+        validator.error(items["name"][1], f"{key}.name", problem)
     elif name is not None and name in names:
         validator.error(items["name"][1], f"{key}.name", f"duplicate repository name {name!r}")
     if name:

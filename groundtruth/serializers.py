@@ -3,7 +3,6 @@ validation; no token or key ever appears in these shapes."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -11,9 +10,11 @@ from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictBodySerializer, StrictRegexField
 from agentplatform.query_params import QueryIntegerField
+from agentplatform.serializer_fields import ServerPathsHiddenCharField
 from groundtruth.ingest.git_refs import REF_PATTERN, REF_RULE
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestRun, IngestStatus, IngestTrigger, Repository
+from groundtruth.registry import REPOSITORY_NAME_PATTERN
 from groundtruth.selectors import repository_state
 
 RUN_LIST_LIMIT_DEFAULT = 20
@@ -22,8 +23,8 @@ RUN_LIST_LIMIT_RULE = f"must be an integer from 1 to {RUN_LIST_LIMIT_MAX}"
 RUN_BEFORE_RULE = "must be an ingest run id (a positive integer)"
 BIGINT_MAX = 2**63 - 1
 
-REPO_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z")
-REPO_RULE = "must be owner/name (letters, digits, '.', '_' or '-')"
+REPO_NAME_PATTERN = REPOSITORY_NAME_PATTERN  # as the source registry names repositories
+REPO_RULE = "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"
 
 
 class HealthCheckSerializer(serializers.Serializer):
@@ -53,7 +54,7 @@ class LatestRunSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="latest_run_id")
     status = serializers.CharField(source="latest_run_status")
     finished_at = serializers.DateTimeField(source="latest_run_finished_at", allow_null=True)
-    error = serializers.CharField(source="latest_run_error")
+    error = ServerPathsHiddenCharField(source="latest_run_error")
     trigger = serializers.ChoiceField(
         choices=IngestTrigger.choices,
         source="latest_run_trigger",
@@ -112,7 +113,7 @@ class RegistrySummarySerializer(serializers.Serializer):
     location = serializers.CharField()
     commit = serializers.CharField()
     loaded_at = serializers.DateTimeField(allow_null=True)
-    last_error = serializers.CharField(help_text="problems of the last invalid load (the last good one is served)")
+    last_error = ServerPathsHiddenCharField(help_text="problems of the last invalid load (the last good one is served)")
     last_error_at = serializers.DateTimeField(allow_null=True)
 
 
@@ -139,6 +140,11 @@ class IngestRequestSerializer(StrictBodySerializer):
 
 class IngestRunSerializer(serializers.ModelSerializer):
     repo = serializers.CharField(source="repository.name")
+    error = ServerPathsHiddenCharField(
+        read_only=True,
+        help_text="why the run failed (or is waiting to retry); paths on the server are written relative to "
+        "the setting naming their directory (`GIT_CACHE_DIR/…`, `VAR_DIR/…`)",
+    )
     files = serializers.SerializerMethodField()
     chunks = serializers.SerializerMethodField()
 

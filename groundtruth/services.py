@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agentplatform.errors import Conflict, NotFound, ServiceUnavailable
+from agentplatform.server_paths import server_paths_hidden
 from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
 from groundtruth.ingest.git_access import GitError, GitNetworkError, registry_repository
 from groundtruth.ingest.index_lock import repository_index_lock
@@ -83,7 +84,9 @@ def registry_load() -> tuple[Registry, SourceRegistry]:
 
 
 def _registry_error_record(registry_row: Registry, error: str) -> None:
-    Registry.objects.filter(pk=registry_row.pk).update(last_error=error, last_error_at=timezone.now())
+    Registry.objects.filter(pk=registry_row.pk).update(
+        last_error=server_paths_hidden(error), last_error_at=timezone.now()
+    )
 
 
 def registry_repositories_sync(*, registry: Registry, parsed: SourceRegistry) -> None:

@@ -1,6 +1,7 @@
 """GET /health, GET /repos, POST /ingest/repo, GET /ingest/runs, GET /ingest/runs/<id>.
 
-/health is public (load balancers call it) and not rate limited; the others need a service key
+/health is public (load balancers call it), reads no credentials (a probe configured with a stale
+key still sees the health) and is not rate limited; the others need a service key
 (`read`, or `ingest` for POST /ingest/repo and for reading runs) or a signed-in staff session.
 """
 
@@ -48,7 +49,8 @@ class HealthViewSet(viewsets.ViewSet):
             "Checks the database, pgvector, Redis, the Celery broker, the embedding backend and the "
             "language-model endpoint. 200 with status `ok` or `degraded` (a non-critical check failed: "
             "search still answers); 503 with status `unavailable` when the database or pgvector fails. "
-            "Each check is `ok`, `error` or `disabled` (not configured). Public; no credentials."
+            "Each check is `ok`, `error` or `disabled` (not configured). Public; reads no credentials: an "
+            "`Authorization` header, even a malformed, unknown or revoked one, is ignored."
         ),
         responses={
             200: HealthSerializer,

@@ -30,6 +30,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agentplatform.celery import app as celery_app
+from agentplatform.server_paths import server_paths_hidden
 from groundtruth.models import IngestRun, IngestStatus, Repository
 
 logger = logging.getLogger(__name__)
@@ -165,7 +166,7 @@ def ingest_run_requeue(*, run: IngestRun, error: str) -> bool:
     """Puts a running run back in the queue before a retry; False if it is no longer running."""
     return bool(
         IngestRun.objects.filter(pk=run.pk, status=IngestStatus.RUNNING).update(
-            status=IngestStatus.QUEUED, phase="waiting to retry", error=error[:4000]
+            status=IngestStatus.QUEUED, phase="waiting to retry", error=server_paths_hidden(error)[:4000]
         )
     )
 
@@ -175,7 +176,7 @@ def ingest_run_fail(*, run: IngestRun, error: str) -> bool:
     now = timezone.now()
     return bool(
         IngestRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
-            status=IngestStatus.FAILED, error=error[:4000], finished_at=now, phase="failed"
+            status=IngestStatus.FAILED, error=server_paths_hidden(error)[:4000], finished_at=now, phase="failed"
         )
     )
 

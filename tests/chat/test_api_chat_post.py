@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 ADDRESS = "0x" + "ab" * 20
 TYPE_RULE = "allowed: chat, status, trade (system is staff-only)"
-MESSAGE_RULE = "must be 1 to 2000 characters"
+MESSAGE_RULE = "must be 1 to 2000 characters, not only whitespace or zero-width ones, and no NUL (U+0000)"
 
 
 @pytest.fixture
@@ -177,6 +177,73 @@ def test_message_outside_1_to_2000_characters_is_400(api_client, agent_key, body
         errors=[{"field": "message", "message": MESSAGE_RULE}],
     )
     assert not ChatMessage.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        " \u200b\t\u200c\u200d\u2060\ufeff ",  # zero-width and format characters between spaces
+        "\u00ad\u180e\u2800\u3164",  # soft hyphen, Mongolian separator, Braille and Hangul blanks
+        "gm\u0000",  # PostgreSQL text cannot hold NUL
+        "\u0000",
+    ],
+)
+def test_an_invisible_message_or_one_with_nul_is_400_with_the_rule_once_and_stores_nothing(
+    api_client, agent_key, message
+):
+    response = _post(api_client, agent_key, {"message": message})
+
+    assert response.status_code == 400
+    assert response.json() == _problem(
+        400,
+        "invalid",
+        "Invalid input",
+        f"message: {MESSAGE_RULE}",
+        errors=[{"field": "message", "message": MESSAGE_RULE}],
+    )
+    assert not ChatMessage.objects.exists()
+
+
+def test_a_message_with_zero_width_characters_around_visible_text_is_stored_as_sent(api_client, agent_key):
+    response = _post(api_client, agent_key, {"message": "\u200bg\u200dm\ufeff"})
+
+    assert response.status_code == 201
+    assert list(ChatMessage.objects.values_list("message", flat=True)) == ["\u200bg\u200dm\ufeff"]
+
+
+def test_a_body_repeating_a_key_is_400_invalid_json_and_stores_nothing(api_client, agent_key):
+    body = '{"message": "first", "message_type": "chat", "message": "second"}'
+    response = api_client.post("/api/chat", data=body, content_type="application/json", **bearer(agent_key))
+
+    assert response.status_code == 400
+    assert response.json() == _problem(
+        400,
+        "invalid_json",
+        "Bad Request",
+        'The body is not accepted: the key "message" appears twice in one object.',
+    )
+    assert not ChatMessage.objects.exists()
+
+
+def test_a_key_repeated_in_a_nested_object_is_refused_too(api_client, agent_key):
+    body = '{"message": "hi", "extra": {"a": 1, "a": 2}}'
+    response = api_client.post("/api/chat", data=body, content_type="application/json", **bearer(agent_key))
+
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_json")
+    assert response.json()["detail"] == 'The body is not accepted: the key "a" appears twice in one object.'
+    assert not ChatMessage.objects.exists()
+
+
+def test_the_schema_states_the_message_rule_as_a_pattern(api_client):
+    schema = json.loads(api_client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)
+    message = schema["components"]["schemas"]["ChatPostRequest"]["properties"]["message"]
+
+    invisible = r"\s\u00ad\u034f\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0"
+    # drf-spectacular writes Python's \x00 as ECMA-262's \u0000.
+    assert message["pattern"] == rf"^[^\u0000]*[^\u0000{invisible}][^\u0000]*$"
+    assert (message["minLength"], message["maxLength"]) == (1, 2000)
+    chat_post = schema["paths"]["/api/chat"]["post"]["responses"]["400"]
+    assert chat_post["description"].startswith("Malformed JSON or a key repeated within one object (`invalid_json`)")
 
 
 def test_unknown_message_type_is_400_naming_allowed_values(api_client, agent_key):

@@ -21,6 +21,7 @@ from chat.services import chat_message_hide
 from tests import celeryworker
 from tests.agents.factories import AgentFactory, agent_key_for, bearer
 from tests.chat.factories import ChatMessageFactory
+from tests.liveserver import gunicorn_server
 from tests.redisserver import redis_server
 from tests.streamserver import SSEReader, stream_server
 
@@ -256,6 +257,47 @@ def test_the_web_process_answers_307_to_the_stream_process_with_the_query_kept(a
 
     settings.CHAT_STREAM_URL = "https://stream.example.com/api/chat/stream"
     assert api_client.get("/api/chat/stream").headers["Location"] == "https://stream.example.com/api/chat/stream"
+
+
+# What a browser's EventSource sends with every request.
+BROWSER_EVENT_SOURCE_HEADERS = {"HTTP_ACCEPT": "text/event-stream", "HTTP_CACHE_CONTROL": "no-cache"}
+
+
+def test_the_web_process_answers_a_browser_event_source_with_307_not_406(api_client, settings):
+    settings.STREAM_PORT = 8123
+    response = api_client.get(
+        "/api/chat/stream?last_event_id=5", HTTP_HOST="localhost:8000", **BROWSER_EVENT_SOURCE_HEADERS
+    )
+
+    assert response.status_code == 307
+    assert response["Location"] == "http://localhost:8123/api/chat/stream?last_event_id=5"
+    assert response["Access-Control-Allow-Origin"] == "*"
+    assert response["X-RateLimit-Remaining"] == "99"
+
+
+def test_gunicorn_as_the_procfile_runs_it_redirects_a_browser_event_source_to_the_stream_process(tmp_path: Path):
+    environment = {"DATABASE_URL": celeryworker.test_database_url(), "EMBEDDING_BACKEND": "none", "STREAM_PORT": "8123"}
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        response = httpx.get(
+            f"{base_url}/api/chat/stream?last_event_id=5",
+            headers={"Accept": "text/event-stream", "Cache-Control": "no-cache"},
+            timeout=20,
+        )
+
+    assert response.status_code == 307
+    assert response.headers["location"] == "http://127.0.0.1:8123/api/chat/stream?last_event_id=5"
+    assert response.headers["access-control-allow-origin"] == "*"
+
+
+def test_the_web_process_refuses_a_browser_event_source_with_a_bad_last_event_id_as_400_problem(api_client):
+    response = api_client.get("/api/chat/stream", HTTP_LAST_EVENT_ID="12x", **BROWSER_EVENT_SOURCE_HEADERS)
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == PROBLEM
+    assert response.json()["errors"] == [
+        {"field": "Last-Event-ID", "message": "must be a message id (digits; 0 replays every visible message)"}
+    ]
+    assert "Location" not in response
 
 
 def test_the_web_process_refuses_a_malformed_last_event_id_with_400_problem_instead_of_redirecting(api_client):

@@ -3,6 +3,7 @@ per repository, stale runs cleared when read."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from django.utils import timezone
 
 from agents.models import ApiKeyKind
 from agents.services import api_key_create
+from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.runs import STALE_RUNNING_ERROR
 from groundtruth.models import IngestRun, IngestStatus, Registry, Repository
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
@@ -90,7 +92,13 @@ def test_post_without_repo_queues_every_enabled_repository(api_client, registry_
 @pytest.mark.parametrize(
     ("payload", "field", "message"),
     [
-        ({"repo": "no-slash"}, "repo", "must be owner/name (letters, digits, '.', '_' or '-')"),
+        (
+            {"repo": "no-slash"},
+            "repo",
+            "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')",
+        ),
+        ({"repo": "../.."}, "repo", "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"),
+        ({"repo": "acme/."}, "repo", "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"),
         ({"repo": "acme/handbook", "ref": "--upload-pack=x"}, "ref", "must be a branch, tag or commit SHA"),
         ({"repo": 42}, "repo", "Not a valid string."),
         ({"repo": "a/" + "b" * 300}, "repo", "Ensure this field has no more than 200 characters."),
@@ -223,3 +231,55 @@ def test_reading_a_run_whose_worker_died_marks_it_failed(api_client, settings):
     assert (response.json()["status"], response.json()["error"]) == ("failed", STALE_RUNNING_ERROR)
     alive.refresh_from_db()
     assert alive.status == IngestStatus.RUNNING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_runs_error_names_server_directories_by_their_setting_not_their_path(
+    api_client, handbook_registered, settings, no_embeddings
+):
+    """The rule of README "Who may call what": a key with `read` or `ingest` reads runs; their
+    errors quote no path under the server's directories, as stored and as served (the repository's
+    URL, a local path here, is quoted as the registry has it)."""
+    [first] = ingest_foreground(repository_name="acme/handbook", ref=None)
+    assert first.status == IngestStatus.SUCCEEDED
+    [cached] = (path for path in settings.GIT_CACHE_DIR.iterdir() if path.name.startswith("handbook-"))
+    shutil.rmtree(cached / "objects")
+    (cached / "objects").write_text("not a directory: git fails on this clone")
+
+    [failed] = ingest_foreground(repository_name="acme/handbook", ref=None)
+
+    error = (
+        f"GitError: git fetch failed for {handbook_registered.path}: "
+        f"fatal: not a git repository: 'GIT_CACHE_DIR/{cached.name}'"
+    )
+    assert (failed.status, IngestRun.objects.get(pk=failed.pk).error) == (IngestStatus.FAILED, error)
+    for secret in (service_key("ingest"), service_key("read")):
+        assert api_client.get(f"/ingest/runs/{failed.pk}", **bearer(secret)).json()["error"] == error
+        assert api_client.get("/ingest/runs", **bearer(secret)).json()[0]["error"] == error
+
+
+def test_errors_stored_before_the_rule_are_served_without_server_paths(api_client, settings, tmp_path):
+    settings.VAR_DIR = tmp_path / "var"
+    settings.GIT_CACHE_DIR = tmp_path / "var" / "git-cache"
+    run = IngestRunFactory(
+        status=IngestStatus.FAILED,
+        error=(
+            f"GitError: git fetch failed for {tmp_path}/repos/acme: fatal: not a git repository: "
+            f"'{tmp_path}/var/git-cache/acme-0123.git' (see {tmp_path}/var/log, not {tmp_path}/various)"
+        ),
+    )
+    settings.SOURCE_REGISTRY_REPO, settings.SOURCE_REGISTRY_REF = "/srv/registry", "main"
+    Registry.objects.create(
+        location="/srv/registry@main:sources.yml", last_error=f"cannot read {tmp_path}/var/demo-sources/registry"
+    )
+    served = (
+        f"GitError: git fetch failed for {tmp_path}/repos/acme: fatal: not a git repository: "
+        f"'GIT_CACHE_DIR/acme-0123.git' (see VAR_DIR/log, not {tmp_path}/various)"
+    )
+    secret = service_key("read")
+
+    assert api_client.get(f"/ingest/runs/{run.pk}", **bearer(secret)).json()["error"] == served
+    assert api_client.get("/ingest/runs", **bearer(secret)).json()[0]["error"] == served
+    repos = api_client.get("/repos", **bearer(secret)).json()
+    assert repos["repositories"][0]["latest_run"]["error"] == served
+    assert repos["registry"]["last_error"] == "cannot read VAR_DIR/demo-sources/registry"

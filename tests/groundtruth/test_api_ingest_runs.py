@@ -103,7 +103,8 @@ def test_listing_runs_runs_a_constant_number_of_queries(api_client, runs, django
         ("before=-1", "before", "must be an ingest run id (a positive integer)"),
         ("before=99999999999999999999", "before", "must be an ingest run id (a positive integer)"),
         ("status=done", "status", "must be one of queued, running, succeeded, failed"),
-        ("repo=no-slash", "repo", "must be owner/name (letters, digits, '.', '_' or '-')"),
+        ("repo=no-slash", "repo", "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"),
+        ("repo=../..", "repo", "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"),
         ("repo=acme/nope", "repo", "unknown repository acme/nope"),
     ],
 )

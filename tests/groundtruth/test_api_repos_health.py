@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
 
 from agentplatform.health import health_probe
+from agents.models import ApiKey
+from agents.services import api_key_revoke
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestStatus, Registry
 from tests.conftest import redis_cache_at
@@ -213,3 +216,27 @@ def test_a_check_still_waiting_on_a_frozen_redis_is_not_started_again(api_client
             second = api_client.get("/health").json()["checks"]["redis"]
     assert (first["status"], first["detail"]) == ("error", "no answer within 0.5 s")
     assert (second["status"], second["detail"]) == ("error", "no answer: the previous check of it has not finished")
+
+
+@pytest.mark.django_db
+def test_health_reads_no_credentials_so_a_bad_bearer_token_gets_the_same_report(api_client, settings):
+    """README ("Who may call what") and the schema: /health is the one API endpoint that reads no
+    credentials, so a probe configured with a stale key still sees the health."""
+    settings.EMBEDDING_BACKEND = "none"
+    settings.LLM_BASE_URL = ""
+    revoked = service_key("read")
+    api_key_revoke(key=ApiKey.objects.get(name="service read"))
+    tokens = ["not a token", "sk_000000000000_not-a-key-of-ours", revoked]
+
+    answers = [api_client.get("/health", **bearer(token)) for token in tokens]
+
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert {answer.json()["status"] for answer in answers} == {"ok"}
+    assert api_client.get("/repos", **bearer(revoked)).status_code == 401
+    health = json.loads(api_client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)[
+        "paths"
+    ]["/health"]["get"]
+    assert health["security"] == []
+    assert health["description"].endswith(
+        "Public; reads no credentials: an `Authorization` header, even a malformed, unknown or revoked one, is ignored."
+    )

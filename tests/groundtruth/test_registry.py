@@ -209,3 +209,30 @@ def test_missing_registry_file_or_ref_is_an_invalid_registry(registry_repo, hand
         f"{settings.SOURCE_REGISTRY_REPO}: ref 'no-such-branch' not found in {settings.SOURCE_REGISTRY_REPO}"
     ]
     assert Repository.objects.count() == 0
+
+
+@pytest.mark.parametrize("name", ["../..", "acme/..", "../handbook", "./x", "acme/."])
+def test_a_repository_named_dot_or_dot_dot_is_refused_by_the_parser(name):
+    text = f"repos:\n  - name: '{name}'\n    url: /srv/a\n    include: ['*.md']\n"
+
+    assert problems(text) == [
+        f"sources.yml:2: repos[0].name: '{name}' is not of the form owner/name ('.' and '..' are not names)"
+    ]
+
+
+@pytest.mark.django_db
+def test_a_registry_naming_a_repository_dot_dot_is_refused_and_changes_nothing(registry_repo, handbook):
+    registry_repo(sources_yaml({"name": "acme/handbook", "url": str(handbook.path), **HANDBOOK_GLOBS}))
+    good, _ = registry_load()
+    before = list(Repository.objects.values_list("name", "url", "include", "enabled", "updated_at"))
+
+    registry_repo(sources_yaml({"name": "../..", "url": str(handbook.path), **HANDBOOK_GLOBS}), "climb out")
+    with pytest.raises(RegistryInvalid) as caught:
+        registry_load()
+
+    assert caught.value.errors == [
+        "sources.yml:2: repos[0].name: '../..' is not of the form owner/name ('.' and '..' are not names)"
+    ]
+    row = Registry.objects.get()
+    assert (row.commit, row.content, row.loaded_at) == (good.commit, good.content, good.loaded_at)
+    assert list(Repository.objects.values_list("name", "url", "include", "enabled", "updated_at")) == before

@@ -547,3 +547,58 @@ def test_the_readme_curl_requests_call_a_tool_without_a_session(mcp, reader, ind
         assert result["isError"] is False
         assert [hit["citation"]["line"] for hit in result["structuredContent"]["results"]] == [14]
         assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+
+
+# --- No event streams: every request is answered with one document ------------------------------
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_get_or_delete_with_a_read_key_is_405_problem_at_once_not_a_stream_that_never_ends(mcp, reader, method):
+    """What GET /mcp did under the SDK in stateless mode: an event stream that never sent a byte
+    and never closed. The 5 s read timeout is the proof that it no longer hangs."""
+    headers = {"Authorization": f"Bearer {reader}", "Accept": "text/event-stream", "Cache-Control": "no-cache"}
+    response = httpx.request(method, mcp.url, headers=headers, timeout=5)
+
+    assert response.status_code == 405
+    assert response.headers["content-type"] == PROBLEM
+    assert response.headers["allow"] == "POST"
+    assert response.json() == {
+        "type": "urn:problem:method_not_allowed",
+        "title": "Method Not Allowed",
+        "status": 405,
+        "code": "method_not_allowed",
+        "detail": f'Method "{method}" not allowed: MCP requests are POSTs, each answered with one JSON document; '
+        "this stateless server offers no event stream.",
+    }
+    assert "x-ratelimit-limit" not in response.headers  # refused before the key is counted
+
+
+def test_subscriptions_listen_is_answered_method_not_found_as_json_not_held_open(mcp, reader):
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": True}, "_meta": MODERN_META},
+    }
+    headers = {
+        **MCP_HEADERS,
+        "Authorization": f"Bearer {reader}",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "subscriptions/listen",
+    }
+    response = httpx.post(mcp.url, json=body, headers=headers, timeout=5)
+
+    # The 2026-07-28 transport sends a JSON-RPC "method not found" with HTTP 404.
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32601, "message": "Method not found", "data": "subscriptions/listen"},
+    }
