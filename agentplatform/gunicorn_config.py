@@ -72,9 +72,19 @@ def post_worker_init(worker: Any) -> None:
     MODEL_PREPARE_WAIT_SECONDS, telling the arbiter the worker is alive meanwhile."""
     from groundtruth.embeddings import embedding_backend, embedding_backend_prepare
 
-    preparing = embedding_backend_prepare()
+    def ready(described: str) -> None:
+        logger.info("Worker %s: embedding backend ready: %s", worker.pid, described)
+
+    preparing = embedding_backend_prepare(on_ready=ready)
     deadline = time.monotonic() + MODEL_PREPARE_WAIT_SECONDS
     while preparing is not None and preparing.is_alive() and time.monotonic() < deadline:
         worker.notify()
         preparing.join(timeout=1.0)
-    logger.info("Worker %s: embedding backend %s", worker.pid, embedding_backend().describe())
+    if preparing is None:  # nothing to load (a remote backend, or none)
+        ready(embedding_backend().describe())
+    elif preparing.is_alive():
+        logger.info(
+            "Worker %s: embedding backend not ready yet, serving meanwhile: %s",
+            worker.pid,
+            embedding_backend().describe(),
+        )

@@ -147,10 +147,17 @@ class McpApplication:
 
 def _embedding_model_load() -> None:
     """Search falls back to lexical while the model is not ready; /health reports its state."""
-    preparing = embedding_backend_prepare()
-    if preparing is not None:
+
+    def ready(described: str) -> None:
+        logger.info("MCP server: embedding backend ready: %s", described)
+
+    preparing = embedding_backend_prepare(on_ready=ready)
+    if preparing is None:
+        ready(embedding_backend().describe())
+    else:
         preparing.join(timeout=10.0)
-    logger.info("MCP server: embedding backend %s", embedding_backend().describe())
+        if preparing.is_alive():
+            logger.info("MCP server: embedding backend not ready yet: %s", embedding_backend().describe())
 
 
 application: Any = McpApplication(mcp_server_build())

@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -193,7 +194,7 @@ class LocalSentenceTransformer:
         except ExportFailed as exc:
             raise EmbeddingError(str(exc)) from exc
 
-    def prepare_in_background(self) -> threading.Thread | None:
+    def prepare_in_background(self, *, on_ready: Callable[[str], None] | None = None) -> threading.Thread | None:
         """Starts loading (exporting first if needed) and warming the model in a thread; until it
         is loaded, `embed` raises EmbeddingModelNotReady instead of waiting. None when it is
         loaded or being prepared already."""
@@ -212,6 +213,8 @@ class LocalSentenceTransformer:
                 self._lock.release()
             if self._model is not None:
                 self.embed(["warm-up"])
+                if on_ready is not None:
+                    on_ready(self.describe())
 
         thread = threading.Thread(target=prepare, name="embedding-prepare", daemon=True)
         thread.start()
@@ -395,14 +398,15 @@ def embedding_backend() -> EmbeddingBackend:
     )
 
 
-def embedding_backend_prepare() -> threading.Thread | None:
+def embedding_backend_prepare(*, on_ready: Callable[[str], None] | None = None) -> threading.Thread | None:
     """Starts loading the local model (exporting it first when no export exists yet) and running
     it once, in a thread, so that the first request does not pay for it. Until it is ready,
     query embedding raises EmbeddingModelNotReady (search is lexical meanwhile) and /health says
-    the model is being prepared. Returns the thread to wait on, or None (nothing to prepare)."""
+    the model is being prepared. `on_ready` is called with the backend's description once it is
+    ready. Returns the thread to wait on, or None (nothing to prepare)."""
     backend = embedding_backend()
     if isinstance(backend, LocalSentenceTransformer):
-        return backend.prepare_in_background()
+        return backend.prepare_in_background(on_ready=on_ready)
     return None
 
 

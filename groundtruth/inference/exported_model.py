@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -56,11 +57,19 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@lru_cache(maxsize=8)
+def _weights_sha256(path: str, size: int, modified_ns: int) -> str:
+    return _file_sha256(Path(path))
+
+
 def model_weights_sha256(model_dir: Path) -> str:
-    """The sha256 of the model's weights file: the identity of what the model computes."""
+    """The sha256 of the model's weights file: the identity of what the model computes (read
+    once per process while the file's size and mtime stay the same)."""
     for name in _WEIGHT_FILES:
-        if (model_dir / name).is_file():
-            return _file_sha256(model_dir / name)
+        path = model_dir / name
+        if path.is_file():
+            stat = path.stat()
+            return _weights_sha256(str(path), stat.st_size, stat.st_mtime_ns)
     raise ExportFailed(f"no weights file ({' or '.join(_WEIGHT_FILES)}) in {model_dir}")
 
 

@@ -20,7 +20,7 @@ from groundtruth.inference.exported_model import ExportedModel
 
 
 class OnnxSentenceEncoder:
-    def __init__(self, *, model_dir: Path, exported: ExportedModel, threads: int) -> None:
+    def __init__(self, *, model_dir: Path, exported: ExportedModel, threads: int, share_weights: bool = True) -> None:
         config = json.loads((model_dir / "sentence_bert_config.json").read_text())
         self.max_seq_length = int(config["max_seq_length"])
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
@@ -33,8 +33,10 @@ class OnnxSentenceEncoder:
         options.inter_op_num_threads = 1
         # Idle pool threads would spin on the two cores other processes need.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        # Prepacked copies of the weights would be private to each process (55 MB each).
-        options.add_session_config_entry("session.disable_prepacking", "1")
+        # Prepacked copies of the weights would be private to each process (55 MB each);
+        # benchmarks/inference.py measures what sharing costs in speed.
+        if share_weights:
+            options.add_session_config_entry("session.disable_prepacking", "1")
         options.log_severity_level = 3
         self.session = onnxruntime.InferenceSession(
             str(exported.graph_path), sess_options=options, providers=["CPUExecutionProvider"]

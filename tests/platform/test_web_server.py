@@ -114,5 +114,5 @@ def test_each_web_worker_loads_the_embedding_model_before_its_first_request(tmp_
     assert health["checks"]["embeddings"]["status"] == "ok"
     assert health["checks"]["embeddings"]["detail"] == "local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
     log = (tmp_path / "web.log").read_text()
-    ready = "embedding backend local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
+    ready = "embedding backend ready: local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
     assert log.count(ready) == 2
