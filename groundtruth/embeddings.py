@@ -129,8 +129,8 @@ class LocalSentenceTransformer:
     def model_name(self) -> str:
         """The vector space: the model directory's name (all-MiniLM-L6-v2 for the bundled one) and,
         unless they are the packaged weights every index was built with, the weights' sha256. New
-        weights thus name a new space and ingest re-embeds; the runtime is not part of it (fp32 ONNX
-        and torch agree to cosine 0.99999)."""
+        weights thus name a new space (an ingest refuses to mix spaces; `reembed` moves the chunks
+        of another one); the runtime is not part of it (fp32 ONNX and torch agree to 0.99999)."""
         if self._model_name is None:
             from groundtruth.inference.exported_model import ExportFailed, model_weights_sha256
 
