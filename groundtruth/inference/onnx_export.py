@@ -9,7 +9,10 @@ after the transformer are part of the graph, so the runtime only tokenises.
 
 The legacy TorchScript exporter (`dynamo=False`) is used: it runs offline in about 12 s on an
 idle 2-core machine and gives the same vectors as sentence-transformers (min cosine 0.9999996 on
-texts of 1 to 300+ tokens, tests/groundtruth/test_inference.py).
+texts of 1 to 300+ tokens, tests/groundtruth/test_inference.py). The dynamo exporter of torch 2.13, tried with
+the same module and dynamic batch and token dimensions, exported in 15-28 s but its graph gave
+other vectors on padded batches (min cosine -0.07) and, with the output named `embedding`, was
+refused by ONNX Runtime (a duplicate name).
 
 Weights are written to a separate file, each tensor at an offset aligned to the page size, so
 that ONNX Runtime maps them from the file instead of copying them: every process on the host then
