@@ -16,6 +16,8 @@ run: $(BIN)/.installed
 	scripts/ensure-redis
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	@# Exports the embedding model to ONNX the first time (about 15 s), so no process waits for it.
+	$(BIN)/python manage.py prepare_models
 	$(BIN)/python manage.py seed_demo --once
 	@# Ctrl-C stops every process; honcho then exits 130, which is how a run ends, not an error.
 	$(BIN)/honcho start -f Procfile || test $$? -eq 130

@@ -6,14 +6,15 @@
   bytes each. Bodies are limited by Django (DATA_UPLOAD_MAX_MEMORY_SIZE, a 413 problem).
 - Errors gunicorn answers itself, before Django sees the request (a request line or header over
   the limits, a malformed request), are `application/problem+json` like every API error.
-- Each worker loads the embedding model before it accepts a connection, so no request pays it.
+- Each worker loads the embedding model before it accepts a connection, so no request pays it
+  (ONNX Runtime: under a second, the weights mapped from the export every process shares).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
+import time
 from typing import Any
 
 from gunicorn import util
@@ -60,26 +61,30 @@ def problem_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
 util.write_error = problem_error
 
 
+# A ready ONNX export loads in well under a second; the first export (or the torch runtime)
+# takes longer, and the worker serves meanwhile (lexical search, /health says so) rather than
+# leaving connections waiting in the listen queue.
+MODEL_PREPARE_WAIT_SECONDS = 10.0
+
+
 def post_worker_init(worker: Any) -> None:
-    """Loads the embedding model before this worker accepts connections. The load runs in a
-    thread while this one keeps telling the arbiter the worker is alive: beside a busy ingest
-    the load can approach gunicorn's timeout, which would otherwise kill the worker."""
-    from groundtruth.embeddings import embedding_backend_warm
+    """Prepares the embedding model before this worker accepts connections, for at most
+    MODEL_PREPARE_WAIT_SECONDS, telling the arbiter the worker is alive meanwhile."""
+    from groundtruth.embeddings import embedding_backend, embedding_backend_prepare
 
-    outcome: dict[str, str] = {}
+    def ready(described: str) -> None:
+        logger.info("Worker %s: embedding backend ready: %s", worker.pid, described)
 
-    def load() -> None:
-        try:
-            outcome["described"] = embedding_backend_warm()
-        except Exception as exc:  # search falls back to lexical; /health reports the backend's state
-            outcome["error"] = f"{type(exc).__name__}: {exc}"
-
-    loader = threading.Thread(target=load, name="embedding-warm-up", daemon=True)
-    loader.start()
-    while loader.is_alive():
+    preparing = embedding_backend_prepare(on_ready=ready)
+    deadline = time.monotonic() + MODEL_PREPARE_WAIT_SECONDS
+    while preparing is not None and preparing.is_alive() and time.monotonic() < deadline:
         worker.notify()
-        loader.join(timeout=1.0)
-    if "error" in outcome:
-        logger.warning("Worker %s: embedding model not loaded: %s", worker.pid, outcome["error"])
-    else:
-        logger.info("Worker %s: embedding backend ready: %s", worker.pid, outcome["described"])
+        preparing.join(timeout=1.0)
+    if preparing is None:  # nothing to load (a remote backend, or none)
+        ready(embedding_backend().describe())
+    elif preparing.is_alive():
+        logger.info(
+            "Worker %s: embedding backend not ready yet, serving meanwhile: %s",
+            worker.pid,
+            embedding_backend().describe(),
+        )

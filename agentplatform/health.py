@@ -95,6 +95,9 @@ def _check_embeddings() -> CheckResult:
         path = getattr(model, "model_path", "")
         if not Path(path).is_dir():
             return CheckResult("error", f"model directory {path} is missing")
+        if getattr(model, "state", "loaded") != "loaded":
+            # Being prepared (the first ONNX export) or failed: search is lexical until it loads.
+            return CheckResult("error", f"model not ready: {model.describe()}")
         return CheckResult("ok", model.describe())
     base = settings.EMBEDDING_URL.rstrip("/").removesuffix("/embeddings")
     if not _reachable(f"{base}/models"):

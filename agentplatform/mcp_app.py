@@ -50,7 +50,7 @@ from agentplatform.errors import problem_body  # noqa: E402
 from agentplatform.ground_truth_routes import ground_truth_mount  # noqa: E402
 from agentplatform.mcp_access import mcp_access_decide  # noqa: E402
 from brandassets.mcp_tools import BRAND_ASSET_TOOLS  # noqa: E402
-from groundtruth.embeddings import embedding_backend_warm  # noqa: E402
+from groundtruth.embeddings import embedding_backend, embedding_backend_prepare  # noqa: E402
 from groundtruth.mcp_tools import GROUND_TRUTH_TOOLS  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -165,13 +165,18 @@ class McpApplication:
 
 
 def _embedding_model_load() -> None:
-    """Search falls back to lexical when the model cannot be loaded; /health reports its state."""
-    try:
-        described = embedding_backend_warm()
-    except Exception as exc:
-        logger.warning("MCP server: embedding model not loaded: %s: %s", type(exc).__name__, exc)
-    else:
+    """Search falls back to lexical while the model is not ready; /health reports its state."""
+
+    def ready(described: str) -> None:
         logger.info("MCP server: embedding backend ready: %s", described)
+
+    preparing = embedding_backend_prepare(on_ready=ready)
+    if preparing is None:
+        ready(embedding_backend().describe())
+    else:
+        preparing.join(timeout=10.0)
+        if preparing.is_alive():
+            logger.info("MCP server: embedding backend not ready yet: %s", embedding_backend().describe())
 
 
 application: Any = McpApplication(mcp_server_build())

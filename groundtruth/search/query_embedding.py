@@ -38,8 +38,8 @@ def _normalised(text: str) -> str:
 
 def query_embed(*, text: str) -> QueryEmbedding | None:
     """The embedding of a search query, or None when no embedding backend is configured
-    (EMBEDDING_BACKEND=none: the dense leg is skipped)."""
-    from groundtruth.embeddings import embedding_backend_get
+    (EMBEDDING_BACKEND=none) or the local model is still being prepared: the dense leg is skipped."""
+    from groundtruth.embeddings import EmbeddingModelNotReady, embedding_backend_get
 
     backend = embedding_backend_get()
     if backend is None:
@@ -48,6 +48,9 @@ def query_embed(*, text: str) -> QueryEmbedding | None:
     cache = query_embedding_cache()
     if (vector := cache.get(key)) is not None:
         return QueryEmbedding(vector=vector, model_name=backend.model_name, cached=True)
-    vector = [float(value) for value in backend.embed([key[1]])[0]]
+    try:
+        vector = [float(value) for value in backend.embed([key[1]])[0]]
+    except EmbeddingModelNotReady:
+        return None
     cache.put(key, vector)
     return QueryEmbedding(vector=vector, model_name=backend.model_name, cached=False)

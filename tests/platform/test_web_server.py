@@ -112,7 +112,7 @@ def test_each_web_worker_loads_the_embedding_model_before_its_first_request(tmp_
     with gunicorn_server(environment=environment, log_path=tmp_path / "web.log", workers=2) as base_url:
         health = httpx.get(f"{base_url}/health", timeout=20).json()
     assert health["checks"]["embeddings"]["status"] == "ok"
-    assert health["checks"]["embeddings"]["detail"] == "local sentence-transformers model all-MiniLM-L6-v2 (loaded)"
+    assert health["checks"]["embeddings"]["detail"] == "local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
     log = (tmp_path / "web.log").read_text()
-    ready = "embedding backend ready: local sentence-transformers model all-MiniLM-L6-v2 (loaded)"
+    ready = "embedding backend ready: local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
     assert log.count(ready) == 2

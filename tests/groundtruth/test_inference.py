@@ -1,0 +1,163 @@
+"""The ONNX Runtime path of the local embedding model: the same vectors as sentence-transformers,
+an export cached per host and rebuilt when corrupt, bounded failures, no torch in web processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentplatform.health import _check_embeddings
+from groundtruth.embeddings import (
+    EmbeddingError,
+    EmbeddingModelNotReady,
+    LocalSentenceTransformer,
+    _backend_for,
+    embedding_backend,
+    packaged_model_path,
+)
+from groundtruth.inference.exported_model import (
+    ExportFailed,
+    export_problem,
+    exported_model_ensure,
+    model_weights_sha256,
+)
+from groundtruth.search.query_embedding import query_embed
+
+TEXTS = [
+    "How do I deploy to production?",
+    "Deploying a release to production",
+    "A recipe for chocolate cake",
+    "x",
+    "",
+    "Ünïcödé — and CJK 日本語 text, with punctuation!?",
+    "gunicorn workers " * 200,  # beyond max_seq_length (256 tokens): truncated the same way
+    "def embedding_backend() -> EmbeddingBackend: return _backend_for(settings.EMBEDDING_BACKEND)",
+]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_backends():
+    _backend_for.cache_clear()
+    yield
+    _backend_for.cache_clear()
+
+
+def test_onnx_and_torch_runtimes_give_the_same_vectors_in_one_vector_space(settings):
+    settings.EMBEDDING_BACKEND, settings.EMBEDDING_MODEL = "local", ""
+    settings.EMBEDDING_RUNTIME = "onnx"
+    onnx_backend = embedding_backend()
+    settings.EMBEDDING_RUNTIME = "torch"
+    torch_backend = embedding_backend()
+    assert onnx_backend is not torch_backend
+    onnx_vectors = np.array(onnx_backend.embed(TEXTS))
+    torch_vectors = np.array(torch_backend.embed(TEXTS))
+    assert onnx_vectors.shape == torch_vectors.shape == (8, 384)
+    cosines = (onnx_vectors * torch_vectors).sum(axis=1)
+    assert cosines.min() >= 0.9999
+    assert np.allclose(np.linalg.norm(onnx_vectors, axis=1), 1.0, atol=1e-5)
+    # Same space: chunks embedded by either are searched together, nothing re-embeds.
+    assert onnx_backend.model_name == torch_backend.model_name == "all-MiniLM-L6-v2"
+    assert "ONNX Runtime (loaded)" in onnx_backend.describe()
+
+
+def test_the_export_is_reused_and_a_corrupt_one_is_exported_again(tmp_path):
+    model_dir = packaged_model_path()
+    first = exported_model_ensure(model_dir=model_dir, cache_dir=tmp_path, timeout=300)
+    weights_sha256 = model_weights_sha256(model_dir)
+    assert first.weights_sha256 == weights_sha256
+    assert first.directory.name.startswith(f"model-{weights_sha256[:16]}-export1-torch")
+    assert sorted(path.name for path in first.directory.iterdir()) == ["manifest.json", "model.onnx", "weights.bin"]
+    graph_written_at = first.graph_path.stat().st_mtime_ns
+    assert exported_model_ensure(model_dir=model_dir, cache_dir=tmp_path, timeout=300) == first
+    assert first.graph_path.stat().st_mtime_ns == graph_written_at  # reused, not exported again
+
+    with (first.directory / "weights.bin").open("r+b") as weights:
+        weights.truncate(1000)
+    assert export_problem(first.directory) == "weights.bin does not match its manifest"
+    progress: list[str] = []
+    again = exported_model_ensure(model_dir=model_dir, cache_dir=tmp_path, timeout=300, progress=progress.append)
+    assert (again, export_problem(again.directory)) == (first, None)
+    problem = "weights.bin does not match its manifest"
+    assert progress[0] == f"Exporting model to ONNX ({problem}) into {first.directory} ..."
+    assert [path.name for path in tmp_path.iterdir() if not path.name.startswith(".export")] == [first.directory.name]
+
+
+def _model_copy(tmp_path: Path, weights: bytes) -> Path:
+    copy = tmp_path / "other-minilm"
+    copy.mkdir()
+    for path in packaged_model_path().iterdir():
+        if path.name != "model.safetensors":
+            (copy / path.name).symlink_to(path)
+    (copy / "model.safetensors").write_bytes(weights)
+    return copy
+
+
+def test_unusable_weights_fail_with_a_clear_error_and_name_another_vector_space(tmp_path):
+    model_dir = _model_copy(tmp_path, b"not safetensors")
+    backend = LocalSentenceTransformer(
+        model_path=str(model_dir), batch_size=8, runtime="onnx", export_dir=tmp_path / "models", export_timeout=300
+    )
+    sha256 = model_weights_sha256(model_dir)
+    assert backend.model_name == f"other-minilm@{sha256[:12]}"
+    with pytest.raises(EmbeddingError, match=r"^the ONNX export of other-minilm failed \(1\): "):
+        backend.embed(["x"])
+    assert backend.state.startswith("failed: EmbeddingError: the ONNX export of other-minilm failed (1): ")
+    # Nothing half-written is left to be mistaken for an export.
+    assert [path.name for path in (tmp_path / "models").iterdir()] == [".export.lock"]
+
+
+def test_an_export_that_does_not_finish_in_time_is_stopped_and_reported(tmp_path):
+    with pytest.raises(ExportFailed, match=r"^the ONNX export of model took over 0\.5 s and was stopped$"):
+        exported_model_ensure(model_dir=packaged_model_path(), cache_dir=tmp_path, timeout=0.5)
+    assert [path.name for path in tmp_path.iterdir()] == [".export.lock"]
+
+
+def test_while_the_model_is_prepared_search_is_lexical_and_health_says_so(settings, tmp_path):
+    settings.EMBEDDING_BACKEND, settings.EMBEDDING_MODEL, settings.EMBEDDING_RUNTIME = "local", "", "onnx"
+    settings.VAR_DIR = tmp_path  # no export yet: preparing it takes seconds
+    backend = embedding_backend()
+    assert isinstance(backend, LocalSentenceTransformer)
+    preparing = backend.prepare_in_background()
+    assert preparing is not None
+    assert backend.prepare_in_background() is None  # one preparation at a time
+    with pytest.raises(EmbeddingModelNotReady):
+        backend.embed(["deploy"])
+    assert query_embed(text="deploy") is None
+    health = _check_embeddings()
+    assert (health.status, health.detail) == (
+        "error",
+        "model not ready: local model all-MiniLM-L6-v2 on ONNX Runtime (being prepared)",
+    )
+    preparing.join(timeout=300)
+    assert (backend.state, _check_embeddings().status) == ("loaded", "ok")
+    embedding = query_embed(text="deploy")
+    assert embedding is not None and (len(embedding.vector), embedding.model_name) == (384, "all-MiniLM-L6-v2")
+
+
+def test_web_mcp_and_stream_processes_embed_without_importing_torch():
+    program = """
+import json, sys, django
+django.setup()
+import agentplatform.urls, agentplatform.asgi, agentplatform.mcp_app, agentplatform.wsgi
+from groundtruth.search.query_embedding import query_embed
+embedding = query_embed(text="how do I deploy")
+print(json.dumps({"dimension": len(embedding.vector), "torch": "torch" in sys.modules,
+                  "sentence_transformers": "sentence_transformers" in sys.modules}))
+"""
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentplatform.settings", "EMBEDDING_RUNTIME": "onnx"}
+    environment.pop("EMBEDDING_BACKEND", None)
+    finished = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, env=environment, check=False
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert json.loads(finished.stdout.strip().splitlines()[-1]) == {
+        "dimension": 384,
+        "torch": False,
+        "sentence_transformers": False,
+    }
