@@ -1,14 +1,16 @@
 """A database that stops answering (every PostgreSQL process SIGSTOPped: its kernel still accepts
 connections and acknowledges packets, so only a client-side deadline ends a wait) costs a request
 a few seconds and a 503 `database_unavailable`, never the worker: through gunicorn as the Procfile
-runs it and the Procfile's MCP process, on a PostgreSQL of this module's own (never the shared one)."""
+runs it, the Procfile's stream and MCP processes, on a PostgreSQL of this module's own (never the shared one)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +23,7 @@ import pytest
 
 from agentplatform.embedded_postgres import embedded_server
 from tests.liveserver import ROOT, gunicorn_server, procfile_server
+from tests.streamserver import stream_server
 
 pytestmark = pytest.mark.slow
 
@@ -54,10 +57,15 @@ class OwnDatabase:
 
 
 @pytest.fixture(scope="module")
-def own_database(tmp_path_factory) -> Iterator[OwnDatabase]:
+def own_database() -> Iterator[OwnDatabase]:
     """An embedded PostgreSQL (pgvector) under a VAR_DIR of this module's, migrated, with an agent,
-    its key and a service key with scope `read`."""
-    var_dir = tmp_path_factory.mktemp("frozen") / "var"
+    its key and a service key with scope `read`. The directory is not one of pytest's numbered
+    ones: another pytest session on the machine may remove those while this module runs."""
+    with tempfile.TemporaryDirectory(prefix="frozen-database-") as directory:
+        yield from _own_database(Path(directory) / "var")
+
+
+def _own_database(var_dir: Path) -> Iterator[OwnDatabase]:
     environment = {
         "VAR_DIR": str(var_dir),
         "DATABASE_URL": "",  # the embedded server under VAR_DIR
@@ -66,14 +74,15 @@ def own_database(tmp_path_factory) -> Iterator[OwnDatabase]:
         "CREDENTIAL_CACHE_SECONDS": "0",  # every key is checked in the database
     }
     env = {**os.environ, **environment}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
-    shell = [sys.executable, "manage.py", "shell", "-c", SETUP]
-    created = subprocess.run(shell, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
-    agent_key, reader_key = created.stdout.split()[-2:]
     try:
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+        shell = [sys.executable, "manage.py", "shell", "-c", SETUP]
+        created = subprocess.run(shell, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+        agent_key, reader_key = created.stdout.split()[-2:]
         yield OwnDatabase(environment, var_dir / "pgdata", agent_key, reader_key)
     finally:
-        embedded_server(var_dir / "pgdata").stop()
+        if (var_dir / "pgdata" / "postmaster.pid").exists():
+            embedded_server(var_dir / "pgdata").stop()
 
 
 @contextmanager
@@ -153,3 +162,26 @@ def test_with_the_database_frozen_mcp_answers_503_in_seconds_and_then_lists_its_
     assert seconds < ANSWERED_WITHIN_SECONDS
     assert listed.status_code == 200
     assert len(listed.json()["result"]["tools"]) == 6
+
+
+def test_with_the_database_frozen_the_stream_refuses_to_open_with_503_in_seconds_then_opens(own_database, tmp_path):
+    def stream_open(client: httpx.Client) -> tuple[int, str, bytes | dict, float]:
+        started = time.monotonic()
+        with client.stream("GET", "/api/chat/stream", headers={"Accept": "text/event-stream"}) as response:
+            seconds = time.monotonic() - started
+            content_type = response.headers["content-type"]
+            body = response.read() if response.status_code != 200 else b""
+        return response.status_code, content_type, json.loads(body) if body else body, seconds
+
+    with (
+        stream_server(environment=own_database.environment, log_path=tmp_path / "stream.log") as base_url,
+        httpx.Client(base_url=base_url, timeout=60) as client,
+    ):
+        opened_before = stream_open(client)
+        with frozen(own_database.data_dir):
+            refused = stream_open(client)
+        opened_after = stream_open(client)
+
+    assert opened_before[:3] == opened_after[:3] == (200, "text/event-stream", b"")
+    assert refused[:3] == (503, PROBLEM, DATABASE_UNAVAILABLE)
+    assert refused[3] < ANSWERED_WITHIN_SECONDS
