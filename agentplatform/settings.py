@@ -219,9 +219,9 @@ if DATABASE_CONNECT_TIMEOUT_SECONDS < 2:
     )
 # The longest statement of the web, stream and MCP processes (server-side statement_timeout, which
 # also bounds lock waits; the client gives up 1 s later on a server that does not answer at all). The
-# slowest request measured, a /search, takes 165 ms at p95 all included (README "Measured"); 5 s is
-# 30 times that, and keeps a request on a hung database (a connect or a statement, then a 503) far
-# inside gunicorn's 30 s worker timeout. 0: no deadline.
+# slowest request measured, a /search over 100,000 chunks, takes 165 ms at p95 all included (README
+# "Measured"); 5 s is 30 times that, and keeps a request on a hung database (a connect or a
+# statement, then a 503) far inside gunicorn's 30 s worker timeout. 0: no deadline.
 DATABASE_STATEMENT_TIMEOUT_SECONDS = _non_negative("DATABASE_STATEMENT_TIMEOUT_SECONDS", 5.0)
 # The same for Celery's worker and beat, whose ingest builds HNSW indexes and bulk-inserts
 # embedded chunks: 10 minutes is several times the longest ingest statement (an index build over
