@@ -37,7 +37,11 @@ from typing import Any
 import anyio.to_thread
 import django
 
+from agentplatform.database_backend.deadlines import ProcessKind, process_kind_set
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+# A client waits on every tool call's queries: the short database deadlines (agentplatform/database_backend/).
+process_kind_set(ProcessKind.SERVING)
 django.setup()
 
 from django.conf import settings  # noqa: E402  (after django.setup())

@@ -16,6 +16,9 @@ slowest answer:
    gunicorn must kill no worker;
 3. PostgreSQL stopped: every API answers 503 problem+json; then started again: the first
    request of each endpoint after it is back answers 200;
+3b. PostgreSQL frozen (every process SIGSTOPped) for 20 s: /api/agents, POST /api/chat and /search
+   polled; each answer a 503 within the database deadlines (issue 21: about 6 s, where it was a
+   worker killed at 30 s), no worker killed, 200s after SIGCONT;
 4. Celery worker SIGKILLed mid-ingest, then started again: seconds from the worker being ready
    to the interrupted ingest running again, and the run's outcome.
 
@@ -242,6 +245,7 @@ def main() -> int:
                 tallies.append(hostile_input(client, port, bearer))
                 tallies.append(redis_frozen(client, redis, work / "web.log"))
                 tallies.append(postgres_stopped(client, env, var_dir, bearer))
+                tallies.append(postgres_frozen(client, var_dir, bearer, work / "web.log"))
                 tallies.append(worker_killed(client, env, worker, work, bearer))
             web.poll()
     print()
@@ -317,6 +321,48 @@ def postgres_stopped(client: httpx.Client, env: dict[str, str], var_dir: Path, b
     tally.notes.append(
         "first GET of each endpoint after the restart: " + ", ".join(f"{s}: {c}" for s, c in after.statuses.items())
     )
+    return tally
+
+
+def postgres_frozen(client: httpx.Client, var_dir: Path, bearer: dict[str, str], web_log: Path) -> Tally:
+    """Every PostgreSQL process SIGSTOPped for 20 s (its kernel still accepts connections and
+    acknowledges packets): requests must answer 503 within the database deadlines, no worker killed."""
+    import psutil
+
+    tally = Tally("3b. PostgreSQL frozen 20 s")
+    killed_before = web_log.read_text().count("WORKER TIMEOUT")
+    stop = time.monotonic() + 20
+    calls = [
+        ("GET", "/api/agents", {}),
+        ("POST", "/api/chat", {"json": {"message": "frozen?"}, "headers": bearer}),
+        ("GET", "/search?q=fault", {"headers": bearer}),
+    ]
+
+    def poll(method: str, path: str, kwargs: dict) -> None:
+        with httpx.Client(base_url=str(client.base_url), timeout=60) as own:
+            while time.monotonic() < stop:
+                send(tally, own, method, path, **kwargs)
+
+    postmaster = psutil.Process(int((var_dir / "pgdata" / "postmaster.pid").read_text().split()[0]))
+    processes = [postmaster, *postmaster.children(recursive=True)]
+    pollers = [threading.Thread(target=poll, args=call) for call in calls]
+    try:
+        for frozen_process in processes:
+            frozen_process.send_signal(signal.SIGSTOP)
+        for poller in pollers:
+            poller.start()
+        for poller in pollers:
+            poller.join()
+    finally:
+        for frozen_process in processes:
+            frozen_process.send_signal(signal.SIGCONT)
+    after = Tally("   after SIGCONT")
+    for method, path, kwargs in calls:
+        send(after, client, method, path, **kwargs)
+    killed = web_log.read_text().count("WORKER TIMEOUT") - killed_before
+    tally.notes.append(f"gunicorn workers killed (WORKER TIMEOUT): {killed}")
+    statuses = ", ".join(f"{status}: {count}" for status, count in after.statuses.items())
+    tally.notes.append(f"first request of each after SIGCONT: {statuses}")
     return tally
 
 

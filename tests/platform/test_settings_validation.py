@@ -45,6 +45,16 @@ def setting(name: str, tmp_path: Path, **environment: str) -> str:
         ("INGEST_RETRY_MAX", "-3", "INGEST_RETRY_MAX must not be negative, got -3"),
         ("INGEST_RETRY_MAX", "lots", "INGEST_RETRY_MAX must be an integer"),
         (
+            "DATABASE_CONNECT_TIMEOUT_SECONDS",
+            "1",
+            "DATABASE_CONNECT_TIMEOUT_SECONDS must be at least 2 (libpq's minimum), got 1",
+        ),
+        (
+            "DATABASE_STATEMENT_TIMEOUT_SECONDS",
+            "-5",
+            "DATABASE_STATEMENT_TIMEOUT_SECONDS must not be negative, got -5.0",
+        ),
+        (
             "SEARCH_TRUST_WEIGHTS",
             "canonical",
             "SEARCH_TRUST_WEIGHTS must look like canonical=1.0,reviewed=0.98,... with a finite number each, "
