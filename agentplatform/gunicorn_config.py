@@ -7,6 +7,8 @@
 - Errors gunicorn answers itself, before Django sees the request (a request line or header over
   the limits, a malformed request), are `application/problem+json` like every API error.
 - Each worker loads the embedding model before it accepts a connection, so no request pays it.
+- Forwarded headers: gunicorn trusts none (see `forwarded_allow_ips` below); Django alone decides,
+  from TRUSTED_PROXY_COUNT (settings.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,15 @@ from gunicorn import util
 limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190
+
+# gunicorn would otherwise trust `X-Forwarded-Proto`/`-Protocol`/`-Ssl` and the SCRIPT_NAME/PATH_INFO
+# headers from 127.0.0.1 (its default `forwarded_allow_ips`, or FORWARDED_ALLOW_IPS), whatever
+# TRUSTED_PROXY_COUNT says: any local client could make every absolute URL (a chat `Link`, a
+# `source_url`) https. The one place that trusts forwarded headers is Django's settings, which set
+# SECURE_PROXY_SSL_HEADER only when TRUSTED_PROXY_COUNT is 1 or more; gunicorn passes the headers on
+# to it untouched.
+forwarded_allow_ips = ""
+secure_scheme_headers: dict[str, str] = {}
 
 logger = logging.getLogger("gunicorn.error")
 

@@ -12,6 +12,7 @@ import pytest
 
 from agentplatform.authentication import new_token
 from tests import celeryworker
+from tests.chat.factories import ChatMessageFactory
 from tests.conftest import closed_port
 from tests.groundtruth.factories import service_key
 from tests.liveserver import gunicorn_server
@@ -116,3 +117,21 @@ def test_each_web_worker_loads_the_embedding_model_before_its_first_request(tmp_
     log = (tmp_path / "web.log").read_text()
     ready = "embedding backend ready: local sentence-transformers model all-MiniLM-L6-v2 (loaded)"
     assert log.count(ready) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("trusted_proxy_count", "scheme"), [("0", "http"), ("1", "https")])
+def test_x_forwarded_proto_from_127_0_0_1_makes_links_https_only_behind_a_trusted_proxy(
+    tmp_path: Path, trusted_proxy_count: str, scheme: str
+):
+    message = ChatMessageFactory()
+    environment = {
+        "DATABASE_URL": celeryworker.test_database_url(),
+        "EMBEDDING_BACKEND": "none",
+        "TRUSTED_PROXY_COUNT": trusted_proxy_count,
+    }
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        response = httpx.get(f"{base_url}/api/chat?limit=1", headers={"X-Forwarded-Proto": "https"}, timeout=20)
+    host = base_url.removeprefix("http://")
+    assert response.status_code == 200
+    assert response.headers["link"] == f'<{scheme}://{host}/api/chat?limit=1&before={message.pk}>; rel="next"'
