@@ -4,7 +4,9 @@ details, and the embedding model loaded before the first request."""
 
 from __future__ import annotations
 
+import json
 import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -135,3 +137,39 @@ def test_x_forwarded_proto_from_127_0_0_1_makes_links_https_only_behind_a_truste
     host = base_url.removeprefix("http://")
     assert response.status_code == 200
     assert response.headers["link"] == f'<{scheme}://{host}/api/chat?limit=1&before={message.pk}>; rel="next"'
+
+
+@pytest.mark.django_db(transaction=True)
+def test_idle_and_trickling_connections_neither_delay_other_requests_nor_get_a_worker_killed(tmp_path: Path):
+    environment = {
+        "DATABASE_URL": celeryworker.test_database_url(),
+        "EMBEDDING_BACKEND": "none",
+        # A worker stuck on the held connections would be killed within the test.
+        "GUNICORN_CMD_ARGS": "--timeout 5",
+    }
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        host, port = base_url.removeprefix("http://").split(":")
+        idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(8)]
+        trickling = [socket.create_connection((host, int(port)), timeout=10) for _ in range(8)]
+        for connection in trickling:
+            connection.sendall(b"GET /api/agents HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        answers = []
+        with httpx.Client(base_url=base_url, timeout=3) as client:  # a stall is a ReadTimeout
+            for _second in range(8):  # past gunicorn's worker timeout
+                for connection in trickling:
+                    connection.sendall(b"a")  # one byte a second, never the blank line
+                answers.append((client.get("/health").status_code, client.get("/api/agents").json()))
+                time.sleep(1)
+        # 10 s after they opened, the server closes them: a trickled header with a 408 problem.
+        trickled_answer = b""
+        while chunk := trickling[0].recv(65536):
+            trickled_answer += chunk
+        idle_answer = idle[0].recv(65536)
+        for connection in idle + trickling:
+            connection.close()
+    assert answers == [(200, [])] * 8
+    head, _, body = trickled_answer.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
+    assert json.loads(body)["code"] == "request_timeout"
+    assert idle_answer == b""
+    assert "WORKER TIMEOUT" not in (tmp_path / "web.log").read_text()
