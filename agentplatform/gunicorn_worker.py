@@ -88,7 +88,10 @@ class HeaderBufferingThreadWorker(ThreadWorker):
             conn.close()
             return
         header += received
-        if _HEADER_END in header or len(header) > self.header_size_limit:
+        # Handed over once the parser can answer from what is buffered: the header is complete,
+        # too long (414/431), or has a bare LF, which gunicorn refuses (400) instead of waiting.
+        bare_line_feed = header.count(b"\n") != header.count(b"\r\n")
+        if _HEADER_END in header or len(header) > self.header_size_limit or bare_line_feed:
             self._stop_awaiting(conn)
             conn.data_ready = True  # gthread's own wait for a first byte is skipped
             conn.sock.setblocking(True)

@@ -86,6 +86,8 @@ def test_server_limits_and_refusals_are_problem_details_and_the_longest_accepted
             base_url, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n"
         )
         control_character = raw_request(base_url, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\n\r\n")
+        # Refused at once, not waited on for the blank line that would end the header.
+        bare_line_feed = raw_request(base_url, b"GET /health HTTP/1.1\nHost: x\n")
 
     # 500 four-byte characters percent-encode to 6,000 bytes: the request reaches the application.
     assert len(str(longest.request.url).encode()) > 6000
@@ -99,10 +101,11 @@ def test_server_limits_and_refusals_are_problem_details_and_the_longest_accepted
         (*line_over_limit, "uri_too_long"),
         (*header_over_limit, "header_fields_too_large"),
         (*control_character, "bad_request"),
+        (*bare_line_feed, "bad_request"),
     ):
         problem = httpx.Response(status, headers=headers, content=body).json()
         assert (headers["content-type"], problem["status"], problem["code"]) == (PROBLEM, status, code)
-    assert [line_over_limit[0], header_over_limit[0], control_character[0]] == [414, 431, 400]
+    assert [line_over_limit[0], header_over_limit[0], control_character[0], bare_line_feed[0]] == [414, 431, 400, 400]
 
 
 @pytest.mark.django_db(transaction=True)
