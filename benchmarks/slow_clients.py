@@ -23,7 +23,8 @@ What it does, in one run:
    throughout.
 4. Prints, per phase: connections held, requests, failures, p50 and p99 in ms beside the
    baseline's, the p99 ratio to the baseline (target: at most 2) and the workers gunicorn killed
-   (`WORKER TIMEOUT` in its log; target: none).
+   (`WORKER TIMEOUT` in its log; target: none). A failed request counts in p50/p99 as the 5 s
+   timeout, a lower bound of what it would have waited.
 """
 
 from __future__ import annotations
@@ -74,9 +75,10 @@ class Phase:
     worker_kills: int
 
     def percentile(self, fraction: float) -> float:
-        if not self.latencies_ms:
+        """Of every request sent, a failed one counted as the timeout (a lower bound)."""
+        ordered = sorted(self.latencies_ms + [REQUEST_TIMEOUT_SECONDS * 1000] * self.failures)
+        if not ordered:
             return float("nan")
-        ordered = sorted(self.latencies_ms)
         return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
@@ -259,9 +261,9 @@ def main() -> int:
     )
     worst = 0.0
     for phase in phases:
-        ratio = phase.percentile(0.99) / baseline.percentile(0.99) if phase.latencies_ms else float("inf")
+        ratio = phase.percentile(0.99) / baseline.percentile(0.99)
         if phase is not baseline:
-            worst = max(worst, ratio if not phase.failures else float("inf"))
+            worst = max(worst, ratio)
         print(
             f"{phase.name:<16}{phase.held:>6}{phase.reopened:>10}{len(phase.latencies_ms) + phase.failures:>10}"
             f"{phase.failures:>8}{phase.percentile(0.5):>9.1f}{baseline.percentile(0.5):>9.1f}"
@@ -269,7 +271,10 @@ def main() -> int:
         )
     kills = sum(phase.worker_kills for phase in phases)
     spread = statistics.pstdev(baseline.latencies_ms) if len(baseline.latencies_ms) > 1 else 0.0
-    print(f"baseline standard deviation {spread:.1f} ms; failed = no 200 within {REQUEST_TIMEOUT_SECONDS:.0f} s")
+    print(
+        f"baseline standard deviation {spread:.1f} ms; failed = no 200 within {REQUEST_TIMEOUT_SECONDS:.0f} s, "
+        "counted in p50/p99 as that timeout"
+    )
     met = worst <= TARGET_P99_RATIO and kills == 0
     print(f"target (p99 at most {TARGET_P99_RATIO:.0f}x the baseline, no worker killed): {'met' if met else 'NOT met'}")
     log_path.unlink(missing_ok=True)
