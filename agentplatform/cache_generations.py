@@ -78,12 +78,14 @@ def _location() -> str:
 def _run(lua: str, *names: str) -> Any:
     """Runs `lua` on the generation keys `names`, the script registered once per process and Redis."""
     location = _location()
+    # django-redis's client (not in the stubs): this thread's, as Django's caches are per thread.
+    client = caches[settings.RATELIMIT_USE_CACHE].client.get_client(write=True)  # type: ignore[attr-defined]
     script = _scripts.get((lua, location))
     if script is None:
-        # django-redis's client (not in the stubs), kept per process.
-        client = caches[settings.RATELIMIT_USE_CACHE].client.get_client(write=True)  # type: ignore[attr-defined]
         script = _scripts[(lua, location)] = client.register_script(lua)
-    return script(keys=[generation_key(name) for name in names])
+    # Run on this thread's connection, not on the one of the thread that registered the script
+    # (web workers are threaded: that connection would be shared, its calls taking turns).
+    return script(keys=[generation_key(name) for name in names], client=client)
 
 
 def _increment(name: str) -> None:

@@ -6,8 +6,13 @@
   bytes each. Bodies are limited by Django (DATA_UPLOAD_MAX_MEMORY_SIZE, a 413 problem).
 - Errors gunicorn answers itself, before Django sees the request (a request line or header over
   the limits, a malformed request), are `application/problem+json` like every API error.
+- Workers: gunicorn's threaded worker, whose main thread also reads each request's header
+  (agentplatform/gunicorn_worker.py says why neither `sync`, plain `gthread` nor the ASGI worker):
+  idle, half-sent or trickled headers hold no thread and get no worker killed.
 - Each worker loads the embedding model before it accepts a connection, so no request pays it
   (ONNX Runtime: under a second, the weights mapped from the export every process shares).
+- Forwarded headers: gunicorn trusts none (see `forwarded_allow_ips` below); Django alone decides,
+  from TRUSTED_PROXY_COUNT (settings.py).
 """
 
 from __future__ import annotations
@@ -19,15 +24,33 @@ from typing import Any
 
 from gunicorn import util
 
+worker_class = "agentplatform.gunicorn_worker.HeaderBufferingThreadWorker"
+# Threads per worker. They wait only on the application (the database, Redis, the embedding
+# model), never on a client, so a few per worker suffice; each keeps its own persistent database
+# connection (CONN_MAX_AGE): 4 workers x 4 threads = 16 of PostgreSQL's 100, beside Celery, the
+# stream and the MCP process. On 2 cores more threads would add connections, not throughput (the
+# GIL).
+threads = 4
+
 limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190
+
+# gunicorn would otherwise trust `X-Forwarded-Proto`/`-Protocol`/`-Ssl` and the SCRIPT_NAME/PATH_INFO
+# headers from 127.0.0.1 (its default `forwarded_allow_ips`, or FORWARDED_ALLOW_IPS), whatever
+# TRUSTED_PROXY_COUNT says: any local client could make every absolute URL (a chat `Link`, a
+# `source_url`) https. The one place that trusts forwarded headers is Django's settings, which set
+# SECURE_PROXY_SSL_HEADER only when TRUSTED_PROXY_COUNT is 1 or more; gunicorn passes the headers on
+# to it untouched.
+forwarded_allow_ips = ""
+secure_scheme_headers: dict[str, str] = {}
 
 logger = logging.getLogger("gunicorn.error")
 
 _PROBLEM_CODES = {
     400: "bad_request",
     403: "forbidden",
+    408: "request_timeout",
     414: "uri_too_long",
     417: "expectation_failed",
     431: "header_fields_too_large",

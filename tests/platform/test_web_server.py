@@ -4,7 +4,9 @@ details, and the embedding model loaded before the first request."""
 
 from __future__ import annotations
 
+import json
 import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -12,6 +14,7 @@ import pytest
 
 from agentplatform.authentication import new_token
 from tests import celeryworker
+from tests.chat.factories import ChatMessageFactory
 from tests.conftest import closed_port
 from tests.groundtruth.factories import service_key
 from tests.liveserver import gunicorn_server
@@ -83,6 +86,8 @@ def test_server_limits_and_refusals_are_problem_details_and_the_longest_accepted
             base_url, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n"
         )
         control_character = raw_request(base_url, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\n\r\n")
+        # Refused at once, not waited on for the blank line that would end the header.
+        bare_line_feed = raw_request(base_url, b"GET /health HTTP/1.1\nHost: x\n")
 
     # 500 four-byte characters percent-encode to 6,000 bytes: the request reaches the application.
     assert len(str(longest.request.url).encode()) > 6000
@@ -96,10 +101,11 @@ def test_server_limits_and_refusals_are_problem_details_and_the_longest_accepted
         (*line_over_limit, "uri_too_long"),
         (*header_over_limit, "header_fields_too_large"),
         (*control_character, "bad_request"),
+        (*bare_line_feed, "bad_request"),
     ):
         problem = httpx.Response(status, headers=headers, content=body).json()
         assert (headers["content-type"], problem["status"], problem["code"]) == (PROBLEM, status, code)
-    assert [line_over_limit[0], header_over_limit[0], control_character[0]] == [414, 431, 400]
+    assert [line_over_limit[0], header_over_limit[0], control_character[0], bare_line_feed[0]] == [414, 431, 400, 400]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -116,3 +122,57 @@ def test_each_web_worker_loads_the_embedding_model_before_its_first_request(tmp_
     log = (tmp_path / "web.log").read_text()
     ready = "embedding backend ready: local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
     assert log.count(ready) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("trusted_proxy_count", "scheme"), [("0", "http"), ("1", "https")])
+def test_x_forwarded_proto_from_127_0_0_1_makes_links_https_only_behind_a_trusted_proxy(
+    tmp_path: Path, trusted_proxy_count: str, scheme: str
+):
+    message = ChatMessageFactory()
+    environment = {
+        "DATABASE_URL": celeryworker.test_database_url(),
+        "EMBEDDING_BACKEND": "none",
+        "TRUSTED_PROXY_COUNT": trusted_proxy_count,
+    }
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        response = httpx.get(f"{base_url}/api/chat?limit=1", headers={"X-Forwarded-Proto": "https"}, timeout=20)
+    host = base_url.removeprefix("http://")
+    assert response.status_code == 200
+    assert response.headers["link"] == f'<{scheme}://{host}/api/chat?limit=1&before={message.pk}>; rel="next"'
+
+
+@pytest.mark.django_db(transaction=True)
+def test_idle_and_trickling_connections_neither_delay_other_requests_nor_get_a_worker_killed(tmp_path: Path):
+    environment = {
+        "DATABASE_URL": celeryworker.test_database_url(),
+        "EMBEDDING_BACKEND": "none",
+        # A worker stuck on the held connections would be killed within the test.
+        "GUNICORN_CMD_ARGS": "--timeout 5",
+    }
+    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log") as base_url:
+        host, port = base_url.removeprefix("http://").split(":")
+        idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(8)]
+        trickling = [socket.create_connection((host, int(port)), timeout=10) for _ in range(8)]
+        for connection in trickling:
+            connection.sendall(b"GET /api/agents HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        answers = []
+        with httpx.Client(base_url=base_url, timeout=3) as client:  # a stall is a ReadTimeout
+            for _second in range(8):  # past gunicorn's worker timeout
+                for connection in trickling:
+                    connection.sendall(b"a")  # one byte a second, never the blank line
+                answers.append((client.get("/health").status_code, client.get("/api/agents").json()))
+                time.sleep(1)
+        # 10 s after they opened, the server closes them: a trickled header with a 408 problem.
+        trickled_answer = b""
+        while chunk := trickling[0].recv(65536):
+            trickled_answer += chunk
+        idle_answer = idle[0].recv(65536)
+        for connection in idle + trickling:
+            connection.close()
+    assert answers == [(200, [])] * 8
+    head, _, body = trickled_answer.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
+    assert json.loads(body)["code"] == "request_timeout"
+    assert idle_answer == b""
+    assert "WORKER TIMEOUT" not in (tmp_path / "web.log").read_text()
