@@ -27,6 +27,7 @@ test: $(BIN)/.installed
 	scripts/ensure-chromium
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/python manage.py prepare_models
 	$(BIN)/pytest
 
 lint: $(BIN)/.installed

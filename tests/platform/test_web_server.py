@@ -4,6 +4,7 @@ details, and the embedding model loaded before the first request."""
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.core.management import call_command
 
 from agentplatform.authentication import new_token
 from tests import celeryworker
@@ -115,6 +117,9 @@ def test_each_web_worker_loads_the_embedding_model_before_its_first_request(tmp_
         "EMBEDDING_BACKEND": "local",
         "EMBEDDING_MODEL": "",
     }
+    # The export is made once per host before the workers start (as `make run` does); a fresh
+    # checkout's first export takes longer than a worker waits before serving lexically.
+    call_command("prepare_models", stdout=io.StringIO())
     with gunicorn_server(environment=environment, log_path=tmp_path / "web.log", workers=2) as base_url:
         health = httpx.get(f"{base_url}/health", timeout=20).json()
     assert health["checks"]["embeddings"]["status"] == "ok"
