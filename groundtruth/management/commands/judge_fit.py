@@ -32,6 +32,8 @@ class Command(BaseCommand):
         parser.add_argument("--max-length", type=int, default=defaults.max_length)
         parser.add_argument("--epochs", type=int, default=defaults.epochs)
         parser.add_argument("--seed", type=int, default=defaults.seed)
+        parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+        parser.add_argument("--head-learning-rate", type=float, default=defaults.head_learning_rate)
 
     def handle(self, *args: Any, **options: Any) -> None:
         fit_options = JudgeFitOptions(
@@ -40,6 +42,8 @@ class Command(BaseCommand):
                 max_length=options["max_length"],
                 epochs=options["epochs"],
                 seed=options["seed"],
+                learning_rate=options["learning_rate"],
+                head_learning_rate=options["head_learning_rate"],
             ),
             queries_per_repository=options["queries_per_repository"],
             negatives=options["negatives"],
