@@ -862,6 +862,8 @@ def main() -> None:
     os.environ["GIT_CACHE_DIR"] = str(workdir / "git-cache")
     os.environ["GIT_LOCAL_ROOTS"] = str(workdir)
     os.environ["LLM_BASE_URL"] = ""
+    if args.judge:
+        os.environ["JUDGE_ENABLED"] = "true"  # measured whatever the environment ships
     benchmark_database_use(database)
     print("ingest through the registry and the real pipeline:")
     corpus_ingest()
