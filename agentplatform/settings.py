@@ -557,6 +557,18 @@ if set(SEARCH_RERANK_WEIGHTS) - set(RERANK_FEATURES) or any(weight < 0 for weigh
         f"SEARCH_RERANK_WEIGHTS takes {', '.join(RERANK_FEATURES)}, each a number of at least 0, "
         f"got {env.str('SEARCH_RERANK_WEIGHTS')!r}"
     )
+# The relevance judge (groundtruth/judge/): a cross-encoder fitted on pairs mined from the
+# indexed documentation (`manage.py judge_fit`). While one is fitted and JUDGE_ENABLED is on, it
+# orders the first SEARCH_JUDGE_DEPTH re-ranked candidates by its score (plus
+# SEARCH_JUDGE_RELEVANCE_WEIGHT times today's relevance) and decides "sources missing" against the
+# refusal threshold it calibrated on its own corpus. With none fitted, search and /ask are as
+# before. Its artifacts (weights, tokenizer, calibration) live under JUDGE_DIR. Off by default:
+# measured on the development set (benchmarks/retrieval.py --judge), a judge fitted within the
+# budget on these two cores ranks worse than today's relevance and refuses nothing.
+JUDGE_ENABLED = _boolean("JUDGE_ENABLED", False)
+JUDGE_DIR = Path(env.str("JUDGE_DIR", default="") or VAR_DIR / "judges")
+SEARCH_JUDGE_DEPTH = _positive_int("SEARCH_JUDGE_DEPTH", 8)
+SEARCH_JUDGE_RELEVANCE_WEIGHT = _non_negative("SEARCH_JUDGE_RELEVANCE_WEIGHT", 0.0)
 # /ask: at most how many passages to cite; a passage after the first is cited only while its
 # dense score is within ASK_CITATION_MARGIN of the first's; at most how many lines a snippet keeps.
 ASK_CITATION_COUNT = _positive_int("ASK_CITATION_COUNT", 5)

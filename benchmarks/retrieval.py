@@ -4,6 +4,17 @@
     python benchmarks/retrieval.py --eval-set DIR         # another set in the same format
     python benchmarks/retrieval.py --ferrite              # the project's own corpus (benchmarks/questions.yml)
     python benchmarks/retrieval.py --misses               # also list what the shipped configuration missed
+    python benchmarks/retrieval.py --no-ferrite --ingest-only   # index the set, then `manage.py judge_fit` on it
+    python benchmarks/retrieval.py --no-ferrite --judge   # today's build beside the fitted relevance judge
+    python benchmarks/retrieval.py --only A/B,C/D ...     # a subset of the set's repositories
+
+`--judge` asks every question once and reports, per format (rst, Markdown), pooled and per
+repository, today's build (shipped configuration) beside the relevance judge (`groundtruth/judge/`)
+on the same search: paraphrased recall@1/@5/MRR@10 with the judge ordering the first
+SEARCH_JUDGE_DEPTH results (alone, and mixed with today's relevance), FAQ-wording recall@1, /ask
+first-citation hits and citations per answer, and `sources_missing` on unanswerable and
+answerable questions (today's model; the judge's calibrated thresholds; either). The judge is
+fitted on the corpus without its questions, so its figures need no rotation by repository.
 
 The development set (`--eval-set`, default ../shared/eval-dev next to this checkout) holds the
 documentation of real open-source projects (`corpus/<owner>__<name>/`, byte for byte at a pinned
@@ -110,19 +121,26 @@ class EvaluationSet:
 
 
 # --- evaluation sets ---------------------------------------------------------------------------
-def eval_dev_load(directory: Path) -> EvaluationSet:
+def eval_dev_load(directory: Path, *, only: set[str] | None = None) -> EvaluationSet:
+    """The set in `directory`; with `only`, those repositories, their questions and the
+    unanswerable questions whose absent scope is the whole corpus or one of them."""
     collection = directory.name
     corpus = directory / "corpus"
     repositories = [
         CorpusRepository(name=folder.name.replace("__", "/", 1), directory=folder, include=("**/*.rst", "**/*.md"))
         for folder in sorted(corpus.iterdir())
-        if folder.is_dir()
+        if folder.is_dir() and (only is None or folder.name.replace("__", "/", 1) in only)
     ]
     names = [repository.name for repository in repositories]
     entries = [json.loads(line) for line in (directory / "questions.jsonl").read_text().splitlines() if line.strip()]
     questions = []
     unassigned = 0
     for entry in entries:
+        if only is not None:
+            scope = entry.get("absent_scope") or []
+            scoped = [entry["repo"]] if entry["answerable"] else ([scope] if isinstance(scope, str) else scope)
+            if scoped and not any(folder.replace("__", "/", 1) in only for folder in scoped):
+                continue
         if entry["answerable"]:
             fold = entry["repo"]
             texts = {"verbatim": entry["question_verbatim"], "paraphrase": entry["question_paraphrase"]}
@@ -139,14 +157,17 @@ def eval_dev_load(directory: Path) -> EvaluationSet:
             )
             continue
         text = entry["question_paraphrase"]
-        scope = (entry.get("absent_scope") or "").replace("__", "/", 1)
-        named = [name for name in names if name.rsplit("/", 1)[-1].lower() in text.lower()]
-        if scope in names:
-            fold = scope
+        # absent_scope: one corpus folder, a list of them, or null (the whole corpus).
+        scope = entry.get("absent_scope") or []
+        scope_names = [folder.replace("__", "/", 1) for folder in ([scope] if isinstance(scope, str) else scope)]
+        within = [name for name in names if name in scope_names] or names
+        named = [name for name in within if name.rsplit("/", 1)[-1].lower() in text.lower()]
+        if len(within) == 1:
+            fold = within[0]
         elif named:
             fold = named[0]
         else:
-            fold = names[unassigned % len(names)]
+            fold = within[unassigned % len(within)]
             unassigned += 1
         questions.append(
             Question(id=entry["id"], collection=collection, fold=fold, texts={"paraphrase": text}, answerable=False)
@@ -618,6 +639,180 @@ def misses_print(run: Run) -> None:
             print(f"  [{question.id}] answered although unanswerable: {text}")
 
 
+# --- the relevance judge beside today's build ---------------------------------------------------
+MARKDOWN_REPOSITORIES = {
+    "romkatv/powerlevel10k",
+    "Homebrew/brew",
+    "vitejs/vite",
+    "jestjs/jest",
+    "rclone/rclone",
+    "wez/wezterm",
+}
+JUDGE_MIX_WEIGHTS = (0.0, 5.0, 20.0)  # judge score + weight * today's relevance, measured side by side
+
+
+def repository_format(name: str) -> str:
+    return "Markdown" if name in MARKDOWN_REPOSITORIES else "rst"
+
+
+@dataclass
+class JudgedAnswer:
+    """One question in one wording: today's build and the judge on the same search."""
+
+    question: Question
+    wording: str
+    base_rank: int | None
+    judge_ranks: dict[float, int | None]  # mix weight -> rank
+    base_missing: bool
+    judge_missing: bool
+    judge_best: float
+    judge_threshold: float
+    base_citations: list[Location]
+    judge_citations: list[Location]
+
+
+def _cited(outcome, hits) -> list[Location]:
+    """The citations /ask returns for `hits` (its selection and narrowing)."""
+    from django.conf import settings
+
+    from groundtruth.search.ask import citations_select
+    from groundtruth.search.snippets import snippets_narrow
+
+    cited = citations_select(
+        replace(outcome, hits=hits), count=settings.ASK_CITATION_COUNT, margin=settings.ASK_CITATION_MARGIN
+    )
+    chunks = [hit.chunk for hit in cited]
+    snippets = snippets_narrow(chunks=chunks, query=outcome.lexical_query, max_lines=settings.ASK_SNIPPET_MAX_LINES)
+    return [Location(chunk.path, s.start_line, s.end_line) for chunk, s in zip(chunks, snippets, strict=True)]
+
+
+def judge_compare(evaluation: EvaluationSet, judge, *, depth: int) -> list[JudgedAnswer]:
+    """Every question searched once (no judge); today's ranking, refusal and citations from it,
+    and the judge's: its scores of the first `depth` results reorder them, its best score
+    against its calibrated threshold decides the refusal."""
+    from groundtruth.judge.scoring import passages_judge
+    from groundtruth.search.abstention import abstention_assess
+    from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
+
+    repositories = search_scope_resolve(names=None)
+    answers = []
+    for question in evaluation.questions:
+        for wording, text in question.texts.items():
+            outcome = chunk_search(query=text, repositories=repositories, limit=TOP, judge=False)
+            assessment = abstention_assess(outcome, question=text)
+            head = outcome.hits[:depth]
+            scores = passages_judge(judge, query=text, chunks=[hit.chunk for hit in head])
+            ranks: dict[float, int | None] = {}
+            orders = {}
+            for weight in JUDGE_MIX_WEIGHTS:
+                mixed = [scores[hit.chunk.pk] + weight * (hit.relevance or 0.0) for hit in head]
+                ordered = sorted(range(len(head)), key=lambda i: (-mixed[i], i))
+                orders[weight] = [replace(head[i], judge_score=scores[head[i].chunk.pk]) for i in ordered]
+                orders[weight] += outcome.hits[depth:]
+                if question.answerable:
+                    ranks[weight] = hit_rank(
+                        question, [Location(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in orders[weight]]
+                    )
+            best = orders[0.0][0] if head else None
+            best_score = scores[best.chunk.pk] if best else float("-inf")
+            threshold = judge.threshold_for(best.chunk.repository.name) if best else 0.0
+            answers.append(
+                JudgedAnswer(
+                    question=question,
+                    wording=wording,
+                    base_rank=(
+                        hit_rank(
+                            question,
+                            [Location(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in outcome.hits],
+                        )
+                        if question.answerable
+                        else None
+                    ),
+                    judge_ranks=ranks,
+                    base_missing=not assessment.supported,
+                    judge_missing=best_score < threshold,
+                    judge_best=best_score,
+                    judge_threshold=threshold,
+                    base_citations=_cited(outcome, outcome.hits) if assessment.supported else [],
+                    judge_citations=_cited(outcome, orders[0.0]) if best_score >= threshold else [],
+                )
+            )
+    return answers
+
+
+def _share(values: list[bool]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def judge_report(answers: list[JudgedAnswer], judge_row) -> None:
+    def group(name: str, keep) -> None:
+        chosen = [answer for answer in answers if keep(answer)]
+        para = [a for a in chosen if a.wording == "paraphrase" and a.question.answerable]
+        verb = [a for a in chosen if a.wording == "verbatim"]
+        none = [a for a in chosen if not a.question.answerable]
+        if not para:
+            return
+        base = RankMetrics.of([a.base_rank for a in para])
+        row = [
+            f"{name:<24} {len(para):>3} {len(none):>3}",
+            f"{base.recall_1:.3f}/{base.recall_5:.3f}/{base.mrr_10:.3f}",
+        ]
+        for weight in JUDGE_MIX_WEIGHTS:
+            judged = RankMetrics.of([a.judge_ranks[weight] for a in para])
+            row.append(f"{judged.recall_1:.3f}/{judged.recall_5:.3f}/{judged.mrr_10:.3f}")
+        row.append(
+            f"{_share([a.base_rank == 1 for a in verb]):.3f} {_share([a.judge_ranks[0.0] == 1 for a in verb]):.3f}"
+        )
+
+        def first_hit(citations_of) -> float:
+            return _share([bool(citations_of(a)) and _overlaps(a.question, citations_of(a)[0]) for a in para])
+
+        def per_answer(citations_of) -> float:
+            counts = [len(citations_of(a)) for a in para if citations_of(a)]
+            return statistics.mean(counts) if counts else 0.0
+
+        row.append(
+            f"{first_hit(lambda a: a.base_citations):.3f} {first_hit(lambda a: a.judge_citations):.3f}"
+            f" {per_answer(lambda a: a.base_citations):.2f} {per_answer(lambda a: a.judge_citations):.2f}"
+        )
+        row.append(
+            f"{_share([a.base_missing for a in none]):.3f}/{_share([a.base_missing for a in para]):.3f}"
+            f" {_share([a.judge_missing for a in none]):.3f}/{_share([a.judge_missing for a in para]):.3f}"
+            f" {_share([a.judge_missing or a.base_missing for a in none]):.3f}"
+            f"/{_share([a.judge_missing or a.base_missing for a in para]):.3f}"
+        )
+        print("  " + "  ".join(row))
+
+    print(
+        "\n/search and /ask, today's build (shipped, in-sample) beside the judge (fitted on the corpus, no question"
+        " used: no rotation needed)"
+    )
+    print(
+        "  paraphrased R@1/R@5/MRR@10: today | judge | judge+5*relevance | judge+20*relevance;"
+        " FAQ wording R@1 today judge;\n  /ask first citation hits today judge, citations per answer today judge;"
+        " sources_missing unanswerable/answerable: today | judge threshold | either refuses"
+    )
+    print(f"  {'group':<24} {'ans':>3} {'un':>3}")
+    group("pooled", lambda a: True)
+    for kind in ("rst", "Markdown"):
+        group(f"{kind} repositories", lambda a, k=kind: repository_format(a.question.fold) == k)
+    for fold in sorted({a.question.fold for a in answers}):
+        group(fold, lambda a, f=fold: a.question.fold == f)
+    thresholds = judge_row.thresholds
+    if thresholds:
+        values = list(thresholds.values())
+        print(
+            f"\njudge #{judge_row.pk}: refusal thresholds by repository (pooled {judge_row.default_threshold:g}): "
+            + ", ".join(f"{name} {value:g}" for name, value in thresholds.items())
+            + f"; spread {max(values) - min(values):.3f}"
+        )
+    print(
+        f"judge #{judge_row.pk}: {judge_row.query_count} queries, {judge_row.pair_count} pairs, fitted in"
+        f" {judge_row.fit_seconds:.0f} s, peak RSS {judge_row.peak_rss_mb:.0f} MB, held-out accuracy"
+        f" {judge_row.held_out_accuracy:.3f} (pairwise {judge_row.held_out_pairwise_accuracy:.3f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--eval-set", type=Path, default=ROOT.parent / "shared" / "eval-dev")
@@ -627,10 +822,19 @@ def main() -> None:
     parser.add_argument(
         "--no-ferrite", action="store_true", help="the evaluation set alone, without the ferrite corpus beside it"
     )
+    parser.add_argument(
+        "--only", help="comma-separated repositories (owner/name) of the set to index and ask about, not all of them"
+    )
     parser.add_argument("--database", default="gt_bench_retrieval")
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "retrieval")
     parser.add_argument("--no-cross-validation", action="store_true")
     parser.add_argument("--misses", action="store_true", help="list what the shipped configuration missed")
+    parser.add_argument(
+        "--judge",
+        action="store_true",
+        help="today's build beside the fitted relevance judge, per format and repository",
+    )
+    parser.add_argument("--ingest-only", action="store_true", help="index the set and stop (before fitting a judge)")
     parser.add_argument(
         "--features-out",
         type=Path,
@@ -644,7 +848,8 @@ def main() -> None:
     else:
         if not (args.eval_set / "questions.jsonl").is_file():
             raise SystemExit(f"no evaluation set at {args.eval_set} (questions.jsonl); pass --eval-set DIR")
-        evaluation = eval_dev_load(args.eval_set)
+        only = set(args.only.split(",")) if args.only else None
+        evaluation = eval_dev_load(args.eval_set, only=only)
         database, workdir = args.database, args.workdir / args.eval_set.name
         if not args.no_ferrite:
             evaluation = evaluation.merge(ferrite)
@@ -657,9 +862,28 @@ def main() -> None:
     os.environ["GIT_CACHE_DIR"] = str(workdir / "git-cache")
     os.environ["GIT_LOCAL_ROOTS"] = str(workdir)
     os.environ["LLM_BASE_URL"] = ""
+    if args.judge:
+        os.environ["JUDGE_ENABLED"] = "true"  # measured whatever the environment ships
     benchmark_database_use(database)
     print("ingest through the registry and the real pipeline:")
     corpus_ingest()
+    if args.ingest_only:
+        return
+    if args.judge:
+        from django.conf import settings
+
+        from groundtruth.judge.scoring import judge_in_use
+
+        judge = judge_in_use()
+        if judge is None:
+            raise SystemExit("no relevance judge fitted on this index: run manage.py judge_fit against it first")
+        started = time.monotonic()
+        answers = judge_compare(evaluation, judge, depth=settings.SEARCH_JUDGE_DEPTH)
+        print(
+            f"\nevery question asked in {time.monotonic() - started:.0f} s (judge depth {settings.SEARCH_JUDGE_DEPTH})"
+        )
+        judge_report(answers, judge.row)
+        return
     evaluate(
         evaluation, misses=args.misses, cross_validate=not args.no_cross_validation, features_out=args.features_out
     )

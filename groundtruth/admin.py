@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString
 from agentplatform.admin_display import duration_text, moment_text
 from agentplatform.errors import ApplicationError
 from groundtruth import selectors, services
-from groundtruth.models import Chunk, IngestRun, IngestStatus, IngestTrigger, Registry, Repository
+from groundtruth.models import Chunk, IngestRun, IngestStatus, IngestTrigger, Registry, RelevanceJudge, Repository
 
 
 class _ReadOnlyAdmin(admin.ModelAdmin):
@@ -329,3 +329,40 @@ class ChunkAdmin(_ReadOnlyAdmin):
     @admin.display(description="heading")
     def heading_trail(self, chunk: Chunk) -> str:
         return " > ".join(chunk.heading or [])
+
+
+@admin.register(RelevanceJudge)
+class RelevanceJudgeAdmin(_ReadOnlyAdmin):
+    """Each fitted relevance judge: when, on how many mined pairs, and how it scored on the mined
+    queries held out from its own training (the newest one that loads is in use)."""
+
+    list_display = [
+        "id",
+        "fitted_at",
+        "pair_count",
+        "query_count",
+        "held_out_accuracy",
+        "held_out_pairwise_accuracy",
+        "index_version",
+        "chunk_count",
+        "fit_seconds",
+        "peak_rss_mb",
+    ]
+    fields = [
+        "fitted_at",
+        "index_version",
+        "chunk_count",
+        "repositories",
+        "pair_count",
+        "query_count",
+        "held_out_query_count",
+        "held_out_accuracy",
+        "held_out_pairwise_accuracy",
+        "thresholds",
+        "default_threshold",
+        "seed",
+        "fit_seconds",
+        "peak_rss_mb",
+        "artifact",
+    ]
+    readonly_fields = tuple(fields)  # type: ignore[arg-type]  # the same names, all read-only

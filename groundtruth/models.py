@@ -242,3 +242,33 @@ class CorpusStatistic(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document_count} chunks, {self.total_length} lexemes"
+
+
+class RelevanceJudge(models.Model):
+    """A relevance judge (a cross-encoder) fitted on pairs mined from the indexed documentation
+    itself (`groundtruth/judge/`): no question with a known answer goes into it. The newest row
+    whose artifact loads is the one search uses; `thresholds` are its per-repository refusal
+    thresholds, calibrated on its own held-out mined pairs (the judge score below which a set
+    share of mined positives falls)."""
+
+    fitted_at = models.DateTimeField(auto_now_add=True)
+    index_version = models.PositiveSmallIntegerField(help_text="chunk recipe of the index it was fitted on")
+    chunk_count = models.PositiveIntegerField(default=0, help_text="chunks in the fitted repositories")
+    repositories = models.JSONField(default=list, help_text="names of the repositories it was mined from")
+    pair_count = models.PositiveIntegerField(help_text="(query, passage) pairs trained on")
+    query_count = models.PositiveIntegerField(help_text="mined queries trained on")
+    held_out_query_count = models.PositiveIntegerField(default=0)
+    held_out_accuracy = models.FloatField(help_text="share of held-out mined queries whose own passage scores first")
+    held_out_pairwise_accuracy = models.FloatField(default=0.0, help_text="positive above negative, pair by pair")
+    thresholds = models.JSONField(default=dict, blank=True, help_text="repository name -> refusal threshold")
+    default_threshold = models.FloatField(default=0.0, help_text="pooled threshold, for repositories without one")
+    seed = models.IntegerField(default=0)
+    fit_seconds = models.FloatField(default=0.0)
+    peak_rss_mb = models.FloatField(default=0.0)
+    artifact = models.CharField(max_length=1000, help_text="directory of the weights and tokenizer")
+
+    class Meta:
+        ordering = ["-fitted_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"judge #{self.pk} ({self.pair_count} pairs, held-out accuracy {self.held_out_accuracy:.3f})"

@@ -67,6 +67,10 @@ class AbstentionAssessment:
     threshold: float
     named_repositories: list[str]
     model: AbstentionModel  # the one that weighed the features (the staff console shows its weights)
+    # "model": `probability` is the logistic model's; "judge": it is the relevance judge's best
+    # score among the judged passages and `threshold` the one it calibrated for that passage's
+    # repository on its own mined pairs (no constant fitted to labelled questions).
+    decided_by: str = "model"
 
     @property
     def supported(self) -> bool:
@@ -245,18 +249,32 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
 
 
 def abstention_assess(
-    outcome: SearchOutcome, *, question: str, model: AbstentionModel | None = None, threshold: float | None = None
+    outcome: SearchOutcome,
+    *,
+    question: str,
+    model: AbstentionModel | None = None,
+    threshold: float | None = None,
+    judge_decides: bool = True,
 ) -> AbstentionAssessment:
-    """Assesses `outcome` with the configured (or the given) model and threshold. Nothing found
-    at all is never supported."""
+    """Assesses `outcome` with the configured (or the given) model and threshold; when a relevance
+    judge scored the passages (and `judge_decides`), the judge decides: supported when its best
+    score reaches the refusal threshold of that passage's repository. Nothing found at all is
+    never supported."""
     model = settings.ASK_ABSTENTION_MODEL if model is None else model
     threshold = settings.ASK_ABSTENTION_THRESHOLD if threshold is None else threshold
     features, named = evidence_features(outcome, question=question)
     probability = model.probability(features) if outcome.hits else 0.0
+    decided_by = "model"
+    if judge_decides and outcome.judge is not None and outcome.judge_scores:
+        best = max(outcome.judge_scores, key=lambda chunk_id: (outcome.judge_scores[chunk_id], -chunk_id))
+        probability = outcome.judge_scores[best]
+        threshold = outcome.judge.threshold_for(outcome.chunks[best].repository.name)
+        decided_by = "judge"
     return AbstentionAssessment(
         features=features,
         probability=probability,
         threshold=threshold,
         named_repositories=[repository.name for repository in named],
         model=model,
+        decided_by=decided_by,
     )

@@ -73,6 +73,7 @@ def _evidence(assessment: AbstentionAssessment) -> dict[str, Any]:
     return {
         "probability": round(assessment.probability, 4),
         "threshold": assessment.threshold,
+        "decided_by": assessment.decided_by,
         "named_repositories": assessment.named_repositories,
         "features": {name: round(value, 4) for name, value in assessment.features.items()},
     }

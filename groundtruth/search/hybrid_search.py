@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agentplatform.errors import InvalidInput
+from groundtruth.judge.scoring import ActiveJudge, judge_in_use, passages_judge
 from groundtruth.models import Chunk, Repository
 from groundtruth.search.dense_search import DenseHit, dense_candidates
 from groundtruth.search.fusion import (
@@ -45,6 +46,7 @@ class SearchHit:
     dense_score: float | None  # the two mixed (fusion.dense_score)
     matched_lexemes: tuple[str, ...]
     relevance: float | None = None  # reranking.relevance; None outside the re-ranked candidates
+    judge_score: float | None = None  # the relevance judge's; None without a judge or outside its depth
 
 
 @dataclass
@@ -59,6 +61,9 @@ class SearchOutcome:
     chunks: dict[int, Chunk] = field(default_factory=dict)  # every candidate of either leg
     fusion: FusionParameters | None = None
     rerank_evidence: dict[int, RerankEvidence] = field(default_factory=dict)  # of the re-ranked candidates
+    judge: ActiveJudge | None = None
+    judge_scores: dict[int, float] = field(default_factory=dict)  # of the judged candidates
+    relevances: dict[int, float] = field(default_factory=dict)  # of the re-ranked candidates
 
 
 def search_scope_resolve(*, names: list[str] | None) -> list[Repository]:
@@ -135,15 +140,47 @@ def _reranked(fused: list[FusedHit], *, relevances: dict[int, float]) -> list[Fu
     return head + [hit for hit in fused if hit.chunk_id not in relevances]
 
 
+def _judged(
+    fused: list[FusedHit],
+    *,
+    judge: ActiveJudge,
+    query: str,
+    chunks: dict[int, Chunk],
+    relevances: dict[int, float],
+    depth: int,
+    relevance_weight: float,
+) -> tuple[list[FusedHit], dict[int, float]]:
+    """The first `depth` candidates ordered by the judge's score (plus `relevance_weight` times
+    their relevance), ties by their order before; then the others as they were. And the scores."""
+    head = fused[:depth]
+    scores = passages_judge(judge, query=query, chunks=[chunks[hit.chunk_id] for hit in head])
+    position = {hit.chunk_id: index for index, hit in enumerate(head)}
+    ordered = sorted(
+        head,
+        key=lambda hit: (
+            -(scores[hit.chunk_id] + relevance_weight * relevances.get(hit.chunk_id, 0.0)),
+            position[hit.chunk_id],
+        ),
+    )
+    return ordered + fused[depth:], scores
+
+
 def chunk_search(
-    *, query: str, repositories: list[Repository], limit: int, fusion: FusionParameters | None = None
+    *,
+    query: str,
+    repositories: list[Repository],
+    limit: int,
+    fusion: FusionParameters | None = None,
+    judge: ActiveJudge | bool | None = True,
 ) -> SearchOutcome:
     """The `limit` best chunks for `query` in `repositories`, fused from both legs and the best
     of them re-ranked by relevance (reranking.py), with the configured (or the given, for
     benchmarks) fusion parameters.
 
     The query is embedded before the transaction opens (no transaction held during model
-    inference); with EMBEDDING_BACKEND=none only the lexical leg runs.
+    inference); with EMBEDDING_BACKEND=none only the lexical leg runs. `judge`: True for the
+    relevance judge in use (`judge_scores.judge_in_use`; none fitted: no judging), False for none
+    (benchmarks measure both), or a given one.
     """
     fusion = fusion or fusion_parameters_configured()
     embedding = query_embed(text=query)
@@ -199,6 +236,18 @@ def chunk_search(
         for chunk_id, found in evidence.items()
     }
     fused = _reranked(fused, relevances=relevances)
+    active = judge_in_use() if judge is True else (judge or None)
+    judge_scores: dict[int, float] = {}
+    if active is not None:
+        fused, judge_scores = _judged(
+            fused,
+            judge=active,
+            query=query,
+            chunks=chunks,
+            relevances=relevances,
+            depth=max(settings.SEARCH_JUDGE_DEPTH, limit),
+            relevance_weight=settings.SEARCH_JUDGE_RELEVANCE_WEIGHT,
+        )
     dense = {hit.chunk_id: hit for hit in dense_hits}
     matched = {hit.chunk_id: hit.matched_lexemes for hit in lexical_hits}
     hits = []
@@ -215,6 +264,7 @@ def chunk_search(
                 dense_score=dense_score(dense_hit, heading_weight=fusion.heading_weight) if dense_hit else None,
                 matched_lexemes=matched.get(hit.chunk_id, ()),
                 relevance=relevances.get(hit.chunk_id),
+                judge_score=judge_scores.get(hit.chunk_id),
             )
         )
     return SearchOutcome(
@@ -228,4 +278,7 @@ def chunk_search(
         chunks=chunks,
         fusion=fusion,
         rerank_evidence=evidence,
+        judge=active,
+        judge_scores=judge_scores,
+        relevances=relevances,
     )
