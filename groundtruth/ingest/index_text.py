@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 
 
 def repository_label(repository_name: str) -> str:
