@@ -214,7 +214,8 @@ def markdown_document(lines: list[str]) -> MarkdownDocument:
         index += 1
 
     events.extend(_line_scan(lines, front_end, code, markup, navigation))
-    events.sort(key=lambda event: event.first if isinstance(event, _Heading) else event.line)
+    # A block that ends where a heading starts ends first, so the heading opens the next section.
+    events.sort(key=lambda event: (event.first, 1) if isinstance(event, _Heading) else (event.line, 0))
     events = _anchors_attach(lines, events, markup)
 
     root = (front_title,) if front_title and not has_level_one else ()

@@ -231,3 +231,12 @@ def test_plain_text_of_titles_drops_markup_html_anchors_and_attributes():
     assert plain_text("<a name='x'></a>How do I use **`brew`** [here](#here)?") == "How do I use brew here?"
     assert plain_text("About rclone {#about}") == "About rclone"
     assert plain_text("Tom &amp; Jerry's `<formula>` <em>note</em>") == "Tom & Jerry's <formula> note"
+
+
+def test_a_heading_right_after_a_details_container_opens_its_own_section():
+    text = "# A\n\nIntro.\n\n::: details Why?\nBecause.\n:::\n### B\nb text\n"
+    assert chunks("a.md", text) == [
+        (1, 3, ("A",), "# A\n\nIntro."),
+        (5, 7, ("A", "Why?"), "::: details Why?\nBecause.\n:::"),
+        (8, 9, ("A", "B"), "### B\nb text"),
+    ]
