@@ -21,7 +21,8 @@ opens every heading trail when the document has no level-1 heading of its own (D
 Hugo pages: the title is the page's only `<h1>`); a document with one already names itself.
 
 Navigation is not indexed: a list whose every item is only a link, most of them into the page
-(`- [Q?](#q)`), the short label that introduces it (`*FAQ:*`), kramdown's `{:toc}` (with its
+(`- [Q?](#q)`), the short label that introduces it (`*FAQ:*`), a paragraph of a label and in-page
+links alone (`*Related*: [Q?](#q)`), kramdown's `{:toc}` (with its
 `* Table of Contents` item), `[[toc]]`, `[TOC]` and `<TOCInline />`. Such a block repeats, in a
 few words each, the titles of the sections it links to; as a passage it matches every question
 those sections answer by their own wording and outranks the answers (Powerlevel10k's FAQ: its
@@ -73,6 +74,7 @@ _BOLD_LINE = re.compile(r"^\s{0,3}(\*\*|__)(?P<inner>(?:(?!\1).)+)\1\s*$")
 _NAVIGATION_LABEL = re.compile(r"^[\w\s*_-]{1,40}:[*_]*$")
 _HEADING_ATTRIBUTES = re.compile(r"\s*\{[#:.][^}]*\}\s*$")  # `## Title {#id}`, kramdown `{: .class}`
 _LINK_TRAILER = re.compile(r"^[\s.,;:]*$")
+_LINK_SEPARATOR = re.compile(r"^[\s.,;:()]*(?:(?:and|or)[\s.,;:()]*)?$")
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,28 @@ def _is_navigation_list(tokens: list[Token], start: int, end: int) -> bool:
     return in_page * 2 >= len(inlines)
 
 
+def _is_navigation_paragraph(inline: Token) -> bool:
+    """A label and in-page links alone (`*Related*: [Q?](#q), [R?](#r)`): a pointer to sections
+    elsewhere in the page, which holds their titles and nothing of their answers."""
+    outside: list[str] = [""]  # the text before the first link, then between and after links
+    in_link = False
+    for child in inline.children or []:
+        if child.type == "link_open":
+            if not str(child.attrGet("href") or "").startswith("#"):
+                return False
+            in_link = True
+        elif child.type == "link_close":
+            in_link = False
+            outside.append("")
+        elif not in_link and child.type in {"text", "code_inline"}:
+            outside[-1] += child.content
+    return (
+        len(outside) > 1
+        and bool(_NAVIGATION_LABEL.match(outside[0].strip()))
+        and all(_LINK_SEPARATOR.match(gap) for gap in outside[1:])
+    )
+
+
 def _matching_close(tokens: list[Token], start: int) -> int:
     depth = 0
     for index in range(start, len(tokens)):
@@ -206,6 +230,8 @@ def markdown_document(lines: list[str]) -> MarkdownDocument:
                 if label is not None:
                     navigation.add(label)
         elif token.type == "paragraph_open" and token.level == 0 and token.map:
+            if _is_navigation_paragraph(tokens[index + 1]):
+                navigation.update(span)
             match = _BOLD_LINE.match(lines[token.map[0]])
             if match and "*" not in match.group("inner"):
                 title = plain_text(match.group("inner"))

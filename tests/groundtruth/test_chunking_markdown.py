@@ -240,3 +240,14 @@ def test_a_heading_right_after_a_details_container_opens_its_own_section():
         (5, 7, ("A", "Why?"), "::: details Why?\nBecause.\n:::"),
         (8, 9, ("A", "B"), "### B\nb text"),
     ]
+
+
+def test_a_label_with_in_page_links_alone_is_navigation_but_a_sentence_with_a_link_is_not():
+    text = (
+        "## Why grey?\n\nBecause it is computing.\n\n*Related*: [How do I change colors?](#colors) and\n"
+        "[Why slow?](#slow).\n\n*FAQ*: [Is it fast?](#fast)\n\nSee [colors](#colors) for more.\n"
+    )
+    assert chunks("README.md", text) == [
+        (1, 3, ("Why grey?",), "## Why grey?\n\nBecause it is computing."),
+        (10, 10, ("Why grey?",), "See [colors](#colors) for more."),
+    ]
