@@ -6,10 +6,12 @@ git stores it (line breaks are `\\n`; a trailing `\\r` of CRLF files is dropped)
 `path:start_line-end_line` at the indexed commit shows the chunk's text.
 
 How files are cut, by extension:
-- Markdown (.md .markdown .mdx): one section per ATX or setext heading, found by markdown-it
-  (so `#` lines inside code fences are not headings); the heading trail is the stack of
-  enclosing headings, outermost first. YAML front matter is its own section. A heading with no
-  body of its own is folded into its first subsection instead of becoming a chunk.
+- Markdown (.md .markdown .mdx): read as a document (`markdown_structure`): one section per
+  heading in any form (ATX, setext, HTML `<hN>`, `<details><summary>`, a bold question alone on
+  its line); the heading trail is the stack of enclosing headings' plain text, outermost first,
+  under the front matter's `title` when the page has no `# title` of its own. Front matter and
+  navigation (tables of contents, `{:toc}`) are in no chunk. A heading with no body of its own
+  is folded into its first subsection instead of becoming a chunk.
 - reStructuredText (.rst .rest): sections from underlined (and optionally overlined) titles;
   levels follow the order in which adornment styles first appear, as docutils does.
 - YAML, TOML, JSON: the whole file when it has at most CONFIG_WHOLE_FILE_MAX_CHARS characters;
@@ -29,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from markdown_it import MarkdownIt
+from groundtruth.ingest.markdown_structure import markdown_document
 
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
 RST_SUFFIXES = (".rst", ".rest")
@@ -40,10 +42,11 @@ JSON_SUFFIXES = (".json",)
 _RST_ADORNMENT = re.compile(r"^([=\-`:'\"~^_*+#<>.!$%&,;/?@\\|])\1+\s*$")
 _YAML_TOP_KEY = re.compile(r"""^(?:"(?P<dq>[^"]+)"|'(?P<sq>[^']+)'|(?P<plain>[^\s#\-?:][^:#]*?))\s*:(?:\s|$)""")
 _TOML_TABLE = re.compile(r"^\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+# A fence opens at any indentation (fences in list items are indented) and is closed only by a
+# line of the same character at least as long, so a ```` fence may show ``` lines inside it.
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _RST_MARKUP = re.compile(r"^\s*\.\.(\s|$)|^__ ")  # targets, comments, directives, anonymous targets
 _MARKDOWN_MARKUP = re.compile(r"^\s{0,3}\[[^\]]+\]:\s")  # link reference definitions
-_markdown = MarkdownIt("commonmark")
 # A title longer than this is cut (ending with "…"): the trail is repeated in every chunk of the
 # section, in every search result and in the text embedded, and a real title is a line, not a
 # page (a 200 KB "heading" once made every chunk of its section 200 KB).
@@ -159,7 +162,14 @@ def line_roles(*, path: str, lines: list[str]) -> list[str]:
     roles = ["text" if line.strip() else "blank" for line in lines]
     lowered = path.lower()
     if lowered.endswith(MARKDOWN_SUFFIXES):
-        spans = [(first, body) for first, body, _, _ in _markdown_headings(lines)]
+        document = markdown_document(lines)
+        for index in document.heading_lines:
+            if roles[index] == "text":
+                roles[index] = "heading"
+        for index in document.markup_lines:
+            if roles[index] == "text":
+                roles[index] = "markup"
+        spans = []
         markup = _MARKDOWN_MARKUP
     elif lowered.endswith(RST_SUFFIXES):
         spans = [(first, body) for first, body, _, _ in _rst_titles(lines)]
@@ -198,15 +208,16 @@ def _blocks(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
     """Paragraph-like blocks: runs of lines between blank lines; a code fence is one block."""
     blocks: list[tuple[int, int]] = []
     block_start: int | None = None
-    in_fence = False
+    fence: str | None = None
     for index in range(start, end):
         line = lines[index]
-        if _FENCE.match(line):
+        match = _FENCE.match(line)
+        if match and (fence is None or _fence_closes(line, fence)):
             if block_start is None:
                 block_start = index
-            in_fence = not in_fence
+            fence = match.group(1) if fence is None else None
             continue
-        if not line.strip() and not in_fence:
+        if not line.strip() and fence is None:
             if block_start is not None:
                 blocks.append((block_start, index))
                 block_start = None
@@ -216,6 +227,11 @@ def _blocks(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
     if block_start is not None:
         blocks.append((block_start, end))
     return blocks
+
+
+def _fence_closes(line: str, fence: str) -> bool:
+    marker = line.strip()
+    return marker[0] == fence[0] and len(marker) >= len(fence) and marker == marker[0] * len(marker)
 
 
 def _span_chars(lines: list[str], start: int, end: int) -> int:
@@ -257,30 +273,11 @@ def _draft(lines: list[str], start: int, end: int, heading: tuple[str, ...]) -> 
 
 
 # --- Markdown --------------------------------------------------------------------------------
-def _front_matter_end(lines: list[str]) -> int:
-    """Index one past the closing `---` of YAML front matter, or 0 when there is none."""
-    if not lines or lines[0].strip() != "---":
-        return 0
-    for index in range(1, len(lines)):
-        if lines[index].strip() in {"---", "..."}:
-            return index + 1
-    return 0
+def _markdown_sections(lines: list[str]) -> list[_Section]:
+    return [_Section(section.start, section.end, section.heading) for section in markdown_document(lines).sections]
 
 
-def _markdown_headings(lines: list[str]) -> list[tuple[int, int, int, str]]:
-    """(first line, body start, level, title) of every heading; `#` lines in code are not headings."""
-    front_end = _front_matter_end(lines)
-    # Front matter lines are blanked for the parser so its line numbers stay those of the file.
-    body = [""] * front_end + lines[front_end:]
-    tokens = _markdown.parse("\n".join(body))
-    headings: list[tuple[int, int, int, str]] = []
-    for index, token in enumerate(tokens):
-        if token.type == "heading_open" and token.map:
-            title = tokens[index + 1].content.strip() if index + 1 < len(tokens) else ""
-            headings.append((token.map[0], token.map[1], int(token.tag[1]), title))
-    return headings
-
-
+# --- reStructuredText ------------------------------------------------------------------------
 def _heading_sections(
     lines: list[str], headings: list[tuple[int, int, int, str]], *, pending_start: int | None
 ) -> list[_Section]:
@@ -306,19 +303,6 @@ def _heading_sections(
     return sections
 
 
-def _markdown_sections(lines: list[str]) -> list[_Section]:
-    front_end = _front_matter_end(lines)
-    headings = _markdown_headings(lines)
-    sections: list[_Section] = []
-    if front_end:
-        sections.append(_Section(0, front_end, ()))
-    first = headings[0][0] if headings else len(lines)
-    if front_end < first:
-        sections.append(_Section(front_end, first, ()))
-    return sections + _heading_sections(lines, headings, pending_start=None)
-
-
-# --- reStructuredText ------------------------------------------------------------------------
 def _rst_titles(lines: list[str]) -> list[tuple[int, int, int, str]]:
     """(first line, body start, level, title) of every section title; levels follow the order in
     which adornment styles first appear, as docutils does."""

@@ -21,7 +21,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-INDEX_VERSION = 3  # 3: no chunk longer than CHUNK_MAX_CHARS, titles cut (chunking.py)
+# 3: Markdown read as documents (markdown_structure.py); no chunk longer than CHUNK_MAX_CHARS and
+# titles cut (chunking.py).
+INDEX_VERSION = 3
 
 
 def repository_label(repository_name: str) -> str:
