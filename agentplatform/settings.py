@@ -466,9 +466,13 @@ EMBEDDING_DIMENSION = _positive_int("EMBEDDING_DIMENSION", 1) if env.str("EMBEDD
 EMBEDDING_RUNTIME = env.str("EMBEDDING_RUNTIME", default="onnx")
 if EMBEDDING_RUNTIME not in {"onnx", "torch"}:
     raise ImproperlyConfigured("EMBEDDING_RUNTIME must be one of onnx, torch")
-# onnx runtime: threads per inference. 1 suits web workers (one query each, as many workers as
-# cores); a batch ingest on an otherwise idle host gains from more.
+# onnx runtime: threads per inference in the serving processes (web, stream, MCP). 1 suits them:
+# one query each, and as many workers as cores already use every core.
 EMBEDDING_THREADS = _positive_int("EMBEDDING_THREADS", 1)
+# onnx runtime: threads per inference in the Celery worker and management commands, which embed
+# ingest batches one after another: every core (twice the texts/s of one thread on 2 cores,
+# benchmarks/inference.py).
+EMBEDDING_WORKER_THREADS = _positive_int("EMBEDDING_WORKER_THREADS", os.cpu_count() or 1)
 # onnx runtime: the longest an ONNX export (or the wait for another process's) may take.
 EMBEDDING_EXPORT_TIMEOUT_SECONDS = _non_negative("EMBEDDING_EXPORT_TIMEOUT_SECONDS", 600.0)
 

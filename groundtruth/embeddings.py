@@ -38,6 +38,8 @@ from typing import Any, Protocol
 import httpx
 from django.conf import settings
 
+from agentplatform.database_backend.deadlines import ProcessKind, process_kind
+
 logger = logging.getLogger(__name__)
 
 
@@ -394,7 +396,7 @@ def embedding_backend() -> EmbeddingBackend:
         settings.EMBEDDING_TIMEOUT_SECONDS,
         settings.EMBEDDING_DIMENSION,
         settings.EMBEDDING_RUNTIME,
-        settings.EMBEDDING_THREADS,
+        settings.EMBEDDING_THREADS if process_kind() == ProcessKind.SERVING else settings.EMBEDDING_WORKER_THREADS,
     )
 
 

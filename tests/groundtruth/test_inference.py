@@ -161,3 +161,37 @@ print(json.dumps({"dimension": len(embedding.vector), "torch": "torch" in sys.mo
         "torch": False,
         "sentence_transformers": False,
     }
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "threads"),
+    [("agentplatform.wsgi", 1), ("agentplatform.mcp_app", 1), ("agentplatform.celery", 3), (None, 3)],
+)
+def test_serving_processes_infer_on_one_thread_and_batch_processes_on_the_worker_threads(entry_point, threads):
+    # A web worker embeds one query while the other workers use the other cores; the Celery worker
+    # and commands embed ingest batches one after another and use every core they are given.
+    program = f"""
+import json, django
+django.setup()
+entry_point = {entry_point!r}
+if entry_point == "agentplatform.celery":
+    from agentplatform.celery import app
+    from celery.signals import celeryd_init
+    celeryd_init.send(sender="worker@bench", instance=None, conf=app.conf, options={{}})
+elif entry_point:
+    __import__(entry_point)
+from groundtruth.embeddings import embedding_backend
+print(json.dumps(embedding_backend().threads))
+"""
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "agentplatform.settings",
+        "EMBEDDING_THREADS": "1",
+        "EMBEDDING_WORKER_THREADS": "3",
+    }
+    environment.pop("EMBEDDING_BACKEND", None)
+    finished = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, env=environment, check=False
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert json.loads(finished.stdout.strip().splitlines()[-1]) == threads
