@@ -260,6 +260,9 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# The admin's change pages write moments as its change lists do ("2026-11-22 19:43", not
+# "Nov. 22, 2026, 7:43 p.m."): agentplatform/formats/en/formats.py.
+FORMAT_MODULE_PATH = ["agentplatform.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by `manage.py collectstatic` (make run)
