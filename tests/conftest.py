@@ -34,10 +34,21 @@ from tests.flush import transactional_teardown_retrying_deadlocks  # noqa: E402
 
 BROWSER_TESTS = Path(__file__).parent / "browser"
 
-# Names whose use means a test starts another Python process (a server, a worker, a fresh
-# interpreter reading the settings, an embedded PostgreSQL): seconds each, so they are `slow`.
+# Names whose use means a test starts another process (a server, a worker, a fresh interpreter
+# reading the settings, an embedded PostgreSQL, the ONNX export of the embedding model): seconds
+# each, so they are `slow`.
 _PROCESS_STARTERS = frozenset(
-    {"executable", "gunicorn_server", "procfile_server", "celery_worker", "stream_server", "get_server"}
+    {
+        "executable",
+        "gunicorn_server",
+        "procfile_server",
+        "celery_worker",
+        "stream_server",
+        "get_server",
+        "exported_model_ensure",
+        "prepare_in_background",
+        "LocalSentenceTransformer",
+    }
 )
 
 
