@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install stop-db
+.PHONY: run test check lint install stop-db
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,15 @@ test: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/python manage.py prepare_models
 	$(BIN)/pytest
+
+# The fast loop while working: lint, types and the tests that start no process and no browser
+# (tests/conftest.py marks `slow` and `browser` by what a test uses). `make test` stays the whole suite.
+check: $(BIN)/.installed
+	scripts/ensure-redis
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -m "not slow and not browser"
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -7,13 +7,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.utils import timezone
+from django.utils.formats import date_format
 
 
 def moment_text(moment: datetime | None) -> str:
-    """`2026-11-22 19:43` in the current time zone (settings.TIME_ZONE), or `—` for none."""
+    """`2026-11-22 19:43` in the current time zone (settings.TIME_ZONE), or `—` for none: the
+    DATETIME_FORMAT the change pages use too (agentplatform/formats/en/formats.py)."""
     if moment is None:
         return "—"
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
+    return date_format(timezone.localtime(moment), "DATETIME_FORMAT")
 
 
 def duration_text(seconds: float) -> str:

@@ -46,6 +46,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402  (after django.setup())
 from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError  # noqa: E402
 from mcp.server.transport_security import TransportSecuritySettings  # noqa: E402
 from mcp_types import ToolAnnotations  # noqa: E402
 from starlette.types import Message, Receive, Scope, Send  # noqa: E402
@@ -53,6 +54,7 @@ from starlette.types import Message, Receive, Scope, Send  # noqa: E402
 from agentplatform.errors import problem_body  # noqa: E402
 from agentplatform.ground_truth_routes import ground_truth_mount  # noqa: E402
 from agentplatform.mcp_access import mcp_access_decide  # noqa: E402
+from agentplatform.mcp_tool_calls import ArgumentsInvalid, arguments_invalid_text  # noqa: E402
 from brandassets.mcp_tools import BRAND_ASSET_TOOLS  # noqa: E402
 from groundtruth.embeddings import embedding_backend, embedding_backend_prepare  # noqa: E402
 from groundtruth.mcp_tools import GROUND_TRUTH_TOOLS  # noqa: E402
@@ -71,9 +73,22 @@ INSTRUCTIONS = (
 )
 
 
+class GroundTruthMCPServer(MCPServer):
+    """The SDK's server, whose refusal of arguments outside a tool's schema reads as our other
+    refusals do ("limit: must be at most 50"), not as pydantic's report with a link to its site."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ArgumentsInvalid):
+                raise
+            raise ToolError(f"Error executing tool {name}: {arguments_invalid_text(exc.__cause__)}") from exc.__cause__
+
+
 def mcp_server_build() -> MCPServer:
     # No `subscriptions/listen` stream: nothing this server offers changes while it runs (module docstring).
-    server: MCPServer = MCPServer(name="ground-truth", instructions=INSTRUCTIONS, subscriptions=False)
+    server: MCPServer = GroundTruthMCPServer(name="ground-truth", instructions=INSTRUCTIONS, subscriptions=False)
     # Every tool reads; none changes anything, here or elsewhere.
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     for tool in (*GROUND_TRUTH_TOOLS, *BRAND_ASSET_TOOLS):

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.http import HttpRequest
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError as ArgumentsInvalid
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
@@ -52,6 +53,34 @@ def django_tool(function: Callable[Arguments, Result]) -> Callable[Arguments, Re
             close_old_connections()
 
     return tool
+
+
+# What a rule of a tool's JSON schema says when the SDK's pydantic check refuses an argument, in the
+# words of the REST endpoints' refusals; pydantic's own text names its model and links its website.
+_ARGUMENT_RULES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "missing": lambda context: "is required",
+    "greater_than_equal": lambda context: f"must be at least {context['ge']}",
+    "less_than_equal": lambda context: f"must be at most {context['le']}",
+    "string_too_long": lambda context: f"may be at most {context['max_length']} characters",
+    "string_pattern_mismatch": lambda context: f"must match the pattern {context['pattern']}",
+    "too_short": lambda context: f"must hold at least {context['min_length']} item(s)",
+    "too_long": lambda context: f"may hold at most {context['max_length']} item(s)",
+    "int_type": lambda context: "must be an integer",
+    "int_parsing": lambda context: "must be an integer",
+    "int_from_float": lambda context: "must be an integer",
+    "string_type": lambda context: "must be a string",
+    "list_type": lambda context: "must be a list",
+}
+
+
+def arguments_invalid_text(exc: ArgumentsInvalid) -> str:
+    """`limit: must be at most 50; query: is required`: each refused argument and its rule."""
+    messages = []
+    for error in exc.errors(include_url=False):
+        argument = ".".join(str(part) for part in error["loc"]) or "arguments"
+        rule = _ARGUMENT_RULES.get(error["type"])
+        messages.append(f"{argument}: {rule(error.get('ctx', {})) if rule else error['msg']}")
+    return "; ".join(messages)
 
 
 def arguments_validated(serializer_class: type[serializers.Serializer], data: Mapping[str, Any]) -> dict[str, Any]:

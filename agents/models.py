@@ -102,7 +102,7 @@ class ApiKey(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.kind}, {self.display_prefix}…)"
+        return f"{self.name} ({self.kind}, {self.display_prefix})"
 
     @property
     def display_prefix(self) -> str:

@@ -3,6 +3,7 @@ from django.apps import AppConfig
 
 class BrandAssetsConfig(AppConfig):
     name = "brandassets"
+    verbose_name = "Brand assets"
 
     def ready(self) -> None:
         from brandassets.receivers import asset_registry_sync_now, asset_registry_sync_queue

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from chat.selectors import chat_feed
 from chat.views import chat_stream_url
@@ -30,5 +31,7 @@ def chat_live_page(request: HttpRequest) -> HttpResponse:
         "stream_url": chat_stream_url(request, query=urlencode({"last_event_id": last_shown_id})),
         "shown_max": SHOWN_MAX,
         "page_messages": PAGE_MESSAGES,
+        # A message of an earlier day shows its date too (a backlog can span days); times are UTC.
+        "today": timezone.now().date().isoformat(),
     }
     return render(request, "chat/live.html", context)

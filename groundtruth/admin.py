@@ -156,6 +156,10 @@ class RepositoryAdmin(_ReadOnlyAdmin):
         # The changelist needs "change" for actions to show; the form stays read-only.
         return bool(request.user and request.user.is_staff) if obj is None else False
 
+    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
+        # The index links the list as "View", not "Change": the "change" above only enables the action.
+        return {**super().get_model_perms(request), "change": False}
+
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         # "to change", Django's word when actions are allowed, promises an edit the pages do not offer.
         return super().changelist_view(request, {"title": "Select repository to view", **(extra_context or {})})

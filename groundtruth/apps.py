@@ -30,6 +30,7 @@ def _schedule_sync_on_beat_start(**kwargs: Any) -> None:
 
 class GroundTruthConfig(AppConfig):
     name = "groundtruth"
+    verbose_name = "Ground truth"
 
     def ready(self) -> None:
         from celery.signals import beat_init

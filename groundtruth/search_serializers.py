@@ -18,6 +18,9 @@ SEARCH_LIMIT_DEFAULT = 10
 SEARCH_LIMIT_MAX = 50
 QUERY_MAX_CHARS = 500  # fits the web server's request line percent-encoded (gunicorn_config.py)
 QUESTION_MAX_CHARS = 2000
+# Messages name no field: the problem's `errors` carry it, and its detail reads "<field>: <message>"
+# (agentplatform/errors.py), as for every other endpoint.
+SEARCH_LIMIT_RULE = f"must be an integer from 1 to {SEARCH_LIMIT_MAX}"
 
 
 class SearchQuerySerializer(serializers.Serializer):
@@ -25,9 +28,9 @@ class SearchQuerySerializer(serializers.Serializer):
         max_length=QUERY_MAX_CHARS,
         trim_whitespace=True,
         error_messages={
-            "required": "q is required: the text to search for",
-            "blank": "q must not be empty",
-            "max_length": f"q may be at most {QUERY_MAX_CHARS} characters",
+            "required": "is required: the text to search for",
+            "blank": "must not be empty",
+            "max_length": f"may be at most {QUERY_MAX_CHARS} characters",
         },
         help_text=f"Text to search for, 1 to {QUERY_MAX_CHARS} characters (not only spaces).",
     )
@@ -36,8 +39,8 @@ class SearchQuerySerializer(serializers.Serializer):
         required=False,
         max_length=200,
         error_messages={
-            "blank": "repo must name a repository (owner/name) when given",
-            "invalid": "repo must name a repository (owner/name) when given",
+            "blank": "must name a repository (owner/name) when given",
+            "invalid": "must name a repository (owner/name) when given",
         },
         help_text="Only this repository (owner/name, as GET /repos lists it).",
     )
@@ -47,10 +50,10 @@ class SearchQuerySerializer(serializers.Serializer):
         min_value=1,
         max_value=SEARCH_LIMIT_MAX,
         error_messages={
-            "invalid": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
-            "min_value": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
-            "max_value": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
-            "max_string_length": f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}",
+            "invalid": SEARCH_LIMIT_RULE,
+            "min_value": SEARCH_LIMIT_RULE,
+            "max_value": SEARCH_LIMIT_RULE,
+            "max_string_length": SEARCH_LIMIT_RULE,
         },
         help_text=f"Number of results, 1 to {SEARCH_LIMIT_MAX}.",
     )
@@ -63,7 +66,7 @@ class AskScopeSerializer(StrictBodySerializer):
         allow_empty=False,
         min_length=1,  # the same rule as allow_empty, for the schema (minItems)
         max_length=100,
-        error_messages={"empty": "scope.repos must name at least one repository, or be left out to search all"},
+        error_messages={"empty": "must name at least one repository, or be left out to search all"},
     )
 
 
@@ -72,9 +75,9 @@ class AskRequestSerializer(StrictBodySerializer):
         max_length=QUESTION_MAX_CHARS,
         trim_whitespace=True,
         error_messages={
-            "required": "question is required",
-            "blank": "question must not be empty",
-            "max_length": f"question may be at most {QUESTION_MAX_CHARS} characters",
+            "required": "is required",
+            "blank": "must not be empty",
+            "max_length": f"may be at most {QUESTION_MAX_CHARS} characters",
         },
     )
     scope = AskScopeSerializer(required=False)

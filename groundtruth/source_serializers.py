@@ -16,7 +16,7 @@ class SourceLinesQuerySerializer(serializers.Serializer):
         # Upper-case hex is taken too (read as lower case).
         r"^[0-9a-fA-F]{7,64}\Z",
         max_length=64,
-        error_messages={"required": "commit is required: the SHA of an indexed commit", "invalid": COMMIT_RULE},
+        error_messages={"required": "is required: the SHA of an indexed commit", "invalid": COMMIT_RULE},
         help_text=(
             "The commit: its full SHA (as citations give it) or an unambiguous prefix of at least 7 hex digits, "
             "among the commits an ingest of the repository has seen."

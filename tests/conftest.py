@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import CodeType
 
 # A key prefix of our own, so that runs sharing one Redis (several checkouts, CI) never see
 # each other's rate-limit counters or cache entries.
@@ -26,6 +29,74 @@ from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
 
 from tests.chromium import STAFF_PASSWORD, STAFF_USERNAME, Browser, chromium_start  # noqa: E402
 from tests.flush import transactional_teardown_retrying_deadlocks  # noqa: E402
+
+# --- Markers by mechanism (`make check` deselects `slow` and `browser`) ------------------------
+
+BROWSER_TESTS = Path(__file__).parent / "browser"
+
+# Names whose use means a test starts another process (a server, a worker, a fresh interpreter
+# reading the settings, an embedded PostgreSQL, the ONNX export of the embedding model): seconds
+# each, so they are `slow`.
+_PROCESS_STARTERS = frozenset(
+    {
+        "executable",
+        "gunicorn_server",
+        "procfile_server",
+        "celery_worker",
+        "stream_server",
+        "get_server",
+        "exported_model_ensure",
+        "prepare_in_background",
+        "LocalSentenceTransformer",
+    }
+)
+
+
+def _code_objects(code: CodeType) -> Iterator[CodeType]:
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            yield from _code_objects(constant)
+
+
+def _starts_processes(function: Callable, seen: set[CodeType]) -> bool:
+    """Whether `function`, or a function of the tests it calls (transitively), names a process starter."""
+    function = inspect.unwrap(function)
+    code = getattr(function, "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    namespace = function.__globals__
+    for nested in _code_objects(code):
+        for name in nested.co_names:
+            if name in _PROCESS_STARTERS:
+                return True
+            referenced = namespace.get(name)
+            if (
+                inspect.isfunction(referenced)
+                and referenced.__module__.startswith("tests.")
+                and _starts_processes(referenced, seen)
+            ):
+                return True
+    return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`browser` for everything under tests/browser/; `slow` for tests that start processes
+    (by their body, their fixtures and the test helpers these call) or run schemathesis."""
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        if BROWSER_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.browser)
+        seen: set[CodeType] = set()
+        fixture_functions = [
+            definition.func for definitions in item._fixtureinfo.name2fixturedefs.values() for definition in definitions
+        ]
+        if "schemathesis" in vars(item.module) or any(
+            _starts_processes(function, seen) for function in [item.obj, *fixture_functions]
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import UTC, datetime
 
 import pytest
 from django.contrib.sessions.models import Session
 from django.urls import reverse
 from django.utils import timezone
+from pytest_django.asserts import assertContains, assertNotContains
 
 from agents.models import ApiKey, ApiKeyKind, WalletSession
 from agents.services import api_key_create
@@ -91,6 +93,7 @@ def test_key_list_shows_prefix_binding_scopes_and_state_in_short_columns(admin_c
     agent_key, _ = api_key_create(kind=ApiKeyKind.AGENT, name="agent one", agent=agent)
     user_key, _ = api_key_create(kind=ApiKeyKind.USER, name="user one", wallet_address=WALLET.address)
     service_key, _ = api_key_create(kind=ApiKeyKind.SERVICE, name="svc one", scopes=["read", "ingest"])
+    ApiKey.objects.filter(pk=user_key.pk).update(revoked_at=datetime(2026, 1, 26, 8, 14, 30, tzinfo=UTC))
     created = timezone.localtime(service_key.created_at).strftime("%Y-%m-%d %H:%M")
 
     response = admin_client.get(LIST_URL)
@@ -98,9 +101,17 @@ def test_key_list_shows_prefix_binding_scopes_and_state_in_short_columns(admin_c
     rows = changelist_cells(response)
     address = WALLET.address.lower()
     assert rows == [
-        [f"sk_{service_key.lookup}…", "svc one", "service", "ingest, read", created, "—", "False"],
-        [f"uk_{user_key.lookup}…", "user one", f"wallet {address[:8]}…{address[-6:]}", "—", created, "—", "False"],
-        [f"ak_{agent_key.lookup}…", "agent one", "agent lister", "—", created, "—", "False"],
+        [f"sk_{service_key.lookup}", "svc one", "service", "ingest, read", created, "—", "active"],
+        [
+            f"uk_{user_key.lookup}",
+            "user one",
+            f"wallet {address[:8]}…{address[-6:]}",
+            "—",
+            created,
+            "—",
+            "revoked 2026-01-26 08:14",
+        ],
+        [f"ak_{agent_key.lookup}", "agent one", "agent lister", "—", created, "—", "active"],
     ]
     assert changelist_headers(response) == [
         "Prefix",
@@ -109,11 +120,26 @@ def test_key_list_shows_prefix_binding_scopes_and_state_in_short_columns(admin_c
         "Scopes",
         "Created (UTC)",
         "Last used (UTC)",
-        "Revoked",
+        "Status",
     ]
     page = response.content.decode()
     assert "delete_selected" not in page
     assert 'value="revoke_keys"' in page
+
+
+def test_key_change_page_shows_the_whole_prefix_and_moments_as_the_list_does(admin_client):
+    key, _ = api_key_create(kind=ApiKeyKind.SERVICE, name="dated", scopes=["read"])
+    ApiKey.objects.filter(pk=key.pk).update(
+        created_at=datetime(2026, 1, 26, 8, 14, 5, tzinfo=UTC), revoked_at=datetime(2026, 2, 3, 17, 2, tzinfo=UTC)
+    )
+
+    response = admin_client.get(reverse("admin:agents_apikey_change", args=[key.pk]))
+
+    assertContains(response, f'<div class="readonly">sk_{key.lookup}</div>', html=True)
+    assertContains(response, '<div class="readonly">2026-01-26 08:14</div>', html=True)
+    assertContains(response, '<div class="readonly">2026-02-03 17:02</div>', html=True)
+    assertNotContains(response, "a.m.")
+    assertNotContains(response, "p.m.")
 
 
 def test_keys_cannot_be_deleted_only_revoked(admin_client):
@@ -164,7 +190,7 @@ def test_wallet_sessions_are_listed_and_revocable_but_not_creatable(admin_client
         "/admin/agents/walletsession/", {"action": "revoke_sessions", "_selected_action": [str(session.pk)]}
     )
 
-    assert WALLET.address.lower() in listing and f"ws_{session.lookup}…" in listing
+    assert WALLET.address.lower() in listing and f'<td class="field-prefix">ws_{session.lookup}</td>' in listing
     assert token not in listing
     assert add.status_code == 403
     assert WalletSession.objects.get().revoked_at is not None

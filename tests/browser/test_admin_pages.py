@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from agentplatform.admin_display import moment_text
 from agentplatform.demo.platform import demo_platform_seed
 from agentplatform.money import money_text
 from agents.models import Agent, ApiKey
@@ -240,3 +241,49 @@ def test_api_key_page_reads_its_scopes_as_text(staff_browser, platform_rows):
 
     assert staff_browser.text(".field-scope_list .readonly") == "ingest, read"
     staff_browser.screenshot("admin-apikey-change")
+
+
+def test_index_key_list_and_key_page_read_as_words_with_one_moment_format(staff_browser, platform_rows):
+    staff_browser.open(reverse("admin:index"))
+    assert [
+        name for name in staff_browser.texts("#content-main caption") if name in ("GROUND TRUTH", "BRAND ASSETS")
+    ] == [
+        "BRAND ASSETS",
+        "GROUND TRUTH",
+    ]  # the admin's CSS writes captions in capitals; the words are "Ground truth", "Brand assets"
+    assert staff_browser.text("tr.model-repository a.viewlink") == "View"
+    assert staff_browser.find_all("tr.model-repository a.changelink") == []
+    staff_browser.screenshot("admin-index", full_page=True)
+
+    key = ApiKey.objects.get(name="demo service key")
+    ApiKey.objects.filter(pk=key.pk).update(
+        revoked_at=timezone.now().replace(year=2026, month=1, day=26, hour=8, minute=14)
+    )
+    staff_browser.open(reverse("admin:agents_apikey_changelist") + "?q=demo+service+key")
+    [row] = staff_browser.find_all("#result_list tbody tr")
+    created = moment_text(key.created_at)
+    assert row.find_element("css selector", ".field-prefix").text == key.display_prefix
+    assert row.find_element("css selector", ".field-revocation").text == "revoked 2026-01-26 08:14"
+    assert row.find_element("css selector", ".field-created").text == created
+    staff_browser.screenshot("admin-list-apikeys-revoked")
+
+    staff_browser.open(reverse("admin:agents_apikey_change", args=[key.pk]))
+    assert staff_browser.text("#content h2") == f"demo service key (service, {key.display_prefix})"
+    assert staff_browser.text(".field-prefix .readonly") == key.display_prefix
+    assert staff_browser.text(".field-created_at .readonly") == created
+    assert staff_browser.text(".field-revoked_at .readonly") == "2026-01-26 08:14"
+    staff_browser.screenshot("admin-apikey-change-revoked")
+    assert staff_browser.console_errors() == []
+
+
+def test_a_run_that_changed_nothing_says_so_beside_its_full_bar(staff_browser, ground_truth_rows):
+    run = IngestRunFactory(
+        repository=ground_truth_rows["handbook"], commit=HANDBOOK_COMMIT, files_total=4, files_unchanged=4
+    )
+    staff_browser.open(reverse("admin:groundtruth_ingestrun_change", args=[run.pk]))
+
+    assert staff_browser.text("#ingest-files") == "no change: 4 files unchanged"
+    bar = staff_browser.find("#ingest-bar")
+    assert (bar.get_attribute("value"), bar.get_attribute("max")) == ("1", "1")
+    staff_browser.screenshot("admin-ingestrun-no-change", full_page=True)
+    assert staff_browser.console_errors() == []

@@ -4,6 +4,7 @@ the API appears without a reload; a hidden one does not."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -99,3 +100,44 @@ def test_a_long_feed_shows_its_newest_messages_at_the_bottom_of_a_scrolled_list(
     assert browser.horizontal_overflow("html") == 0
     browser.screenshot("live-chat-long-feed")
     assert browser.console_errors() == []
+
+
+def test_a_backlog_of_several_days_dates_its_older_messages_and_shows_its_first_row_whole(browser, stream_url):
+    agent = AgentFactory(instance_id="atlas-trader", name="Atlas Trader")
+    now = timezone.now().replace(microsecond=0)
+    for days_ago in range(8, 0, -1):
+        for hour in (9, 15):
+            ChatMessageFactory(
+                agent=agent,
+                message=f"{days_ago} days ago at {hour}:00",
+                created_at=(now - timedelta(days=days_ago)).replace(hour=hour, minute=0, second=0),
+            )
+    ChatMessageFactory(agent=agent, message="just now", created_at=now)
+    oldest = (now - timedelta(days=8)).replace(hour=9, minute=0, second=0)
+
+    browser.open("/chat/")
+    browser.wait_for_text("#stream-state", "live")
+    browser.screenshot("live-chat-backlog-newest")
+    assert _topmost_shown_row_is_whole(browser)
+    browser.driver.execute_script("document.getElementById('messages').scrollTop = 0")
+
+    times = browser.texts("#messages time")
+    assert times[0] == f"{oldest:%Y-%m-%d} 09:00:00"
+    assert times[-1] == f"{now:%H:%M:%S}"
+    first_row_top, list_top, heading_bottom = browser.driver.execute_script(
+        "const list = document.getElementById('messages');"
+        "return [list.firstElementChild.getBoundingClientRect().top, list.getBoundingClientRect().top,"
+        " document.querySelector('#chat h2').getBoundingClientRect().bottom];"
+    )
+    assert first_row_top >= list_top >= heading_bottom
+    browser.screenshot("live-chat-backlog-oldest")
+    assert browser.console_errors() == []
+
+
+def _topmost_shown_row_is_whole(browser) -> bool:
+    return browser.driver.execute_script(
+        "const list = document.getElementById('messages');"
+        "const top = list.getBoundingClientRect().top + list.clientTop;"
+        "const shown = [...list.children].find((row) => row.getBoundingClientRect().bottom > top + 1);"
+        "return shown.getBoundingClientRect().top >= top - 1;"
+    )

@@ -3,6 +3,8 @@ the stream URL its EventSource reads (resuming after the newest message shown)."
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 from pytest_django.asserts import assertContains, assertNotContains
@@ -40,7 +42,7 @@ def test_page_renders_the_newest_visible_messages_oldest_first_with_sender_and_t
     assertContains(
         response,
         f'<li class="message message-chat" id="message-{first.pk}">'
-        '<time datetime="2026-05-21T09:30:05Z" title="2026-05-21T09:30:05Z">09:30:05</time>'
+        '<time datetime="2026-05-21T09:30:05Z" title="2026-05-21T09:30:05Z">2026-05-21 09:30:05</time>'
         '<span class="sender">Atlas Trader<small>atlas-trader</small></span>'
         '<span class="text">gm</span></li>',
         html=True,
@@ -48,7 +50,7 @@ def test_page_renders_the_newest_visible_messages_oldest_first_with_sender_and_t
     assertContains(
         response,
         f'<li class="message message-system" id="message-{system.pk}">'
-        '<time datetime="2026-05-21T09:31:00.250000Z" title="2026-05-21T09:31:00.250000Z">09:31:00</time>'
+        '<time datetime="2026-05-21T09:31:00.250000Z" title="2026-05-21T09:31:00.250000Z">2026-05-21 09:31:00</time>'
         '<span class="sender">System</span>'
         '<span class="text"><span class="type">system</span> maintenance at noon</span></li>',
         html=True,
@@ -61,6 +63,18 @@ def test_page_renders_the_newest_visible_messages_oldest_first_with_sender_and_t
         count=1,
     )
     assertNotContains(response, 'id="empty"')
+
+
+def test_a_message_of_today_shows_its_time_and_one_of_an_earlier_day_its_date_too(client, agent):
+    now = timezone.now().replace(microsecond=0)
+    ChatMessageFactory(agent=agent, message="today", created_at=now)
+    last_week = ChatMessageFactory(agent=agent, message="last week", created_at=now - timedelta(days=8))
+
+    response = client.get("/chat/")
+
+    earlier = timezone.localtime(last_week.created_at)
+    assertContains(response, f">{earlier:%Y-%m-%d %H:%M:%S}</time>", count=1)
+    assertContains(response, f">{now:%H:%M:%S}</time>", count=1)
 
 
 def test_page_leaves_out_hidden_messages(client, agent):

@@ -226,3 +226,59 @@ def test_run_page_titles_the_run_and_shows_durations_skipped_files_and_its_chunk
     )
     assertNotContains(response, '"chunk_embed_write"')  # no JSON dump
     assertNotContains(response, 'class="deletelink"')
+
+
+def test_a_run_that_changed_nothing_says_so_beside_its_full_bar(admin_client, handbook):
+    run = IngestRunFactory(repository=handbook, files_total=4, files_processed=0, files_unchanged=4)
+
+    response = admin_client.get(reverse("admin:groundtruth_ingestrun_change", args=[run.pk]))
+
+    assertContains(response, '<span id="ingest-files">no change: 4 files unchanged</span>', html=True)
+    assertContains(response, '<progress id="ingest-bar" max="1" value="1"></progress>', html=True)
+    assertNotContains(response, 'id="ingest-files-processed"')
+
+
+def test_a_run_that_rechunked_files_counts_them_of_the_total(admin_client, handbook):
+    run = IngestRunFactory(repository=handbook, files_total=4, files_processed=1, files_unchanged=3)
+
+    response = admin_client.get(reverse("admin:groundtruth_ingestrun_change", args=[run.pk]))
+
+    assertContains(
+        response,
+        '<span id="ingest-files">files <strong id="ingest-files-processed">1</strong>'
+        ' of <strong id="ingest-files-total">4</strong></span>',
+        html=True,
+    )
+
+
+def test_run_page_writes_moments_as_the_run_list_does(admin_client, succeeded):
+    change_page = admin_client.get(reverse("admin:groundtruth_ingestrun_change", args=[succeeded.pk]))
+    run_list = admin_client.get(reverse("admin:groundtruth_ingestrun_changelist"))
+
+    assertContains(change_page, '<div class="readonly">2026-11-20 09:30</div>', html=True)  # finished at
+    assertNotContains(change_page, "a.m.")
+    assert changelist_cells(run_list)[0][7] == moment_text(succeeded.created_at)
+    assert f'<div class="readonly">{moment_text(succeeded.created_at)}</div>' in change_page.content.decode()
+
+
+def test_the_index_names_the_apps_in_words_and_offers_read_only_lists_as_view(admin_client):
+    response = admin_client.get(reverse("admin:index"))
+
+    apps = {app["app_label"]: app for app in response.context["app_list"]}
+    assert {label: app["name"] for label, app in apps.items()} == {
+        "agents": "Agents",
+        "auth": "Authentication and Authorization",
+        "brandassets": "Brand assets",
+        "chat": "Chat",
+        "coin": "Coin",
+        "django_celery_beat": "Periodic Tasks",
+        "groundtruth": "Ground truth",
+    }
+    repositories = next(model for model in apps["groundtruth"]["models"] if model["object_name"] == "Repository")
+    assert repositories["view_only"] is True
+    assertContains(
+        response,
+        f'<a href="{reverse("admin:groundtruth_repository_changelist")}" class="viewlink"'
+        ' aria-describedby="groundtruth-repository">View</a>',
+        html=True,
+    )

@@ -111,13 +111,13 @@ def test_search_limit_defaults_to_10_and_is_honoured(api_client, indexed, reader
 @pytest.mark.parametrize(
     ("params", "field", "message"),
     [
-        ({}, "q", "q is required: the text to search for"),
-        ({"q": "   "}, "q", "q must not be empty"),
-        ({"q": "x" * 501}, "q", "q may be at most 500 characters"),
-        ({"q": "broker", "limit": "0"}, "limit", "limit must be an integer from 1 to 50"),
-        ({"q": "broker", "limit": "51"}, "limit", "limit must be an integer from 1 to 50"),
-        ({"q": "broker", "limit": "ten"}, "limit", "limit must be an integer from 1 to 50"),
-        ({"q": "broker", "repo": ""}, "repo", "repo must name a repository (owner/name) when given"),
+        ({}, "q", "is required: the text to search for"),
+        ({"q": "   "}, "q", "must not be empty"),
+        ({"q": "x" * 501}, "q", "may be at most 500 characters"),
+        ({"q": "broker", "limit": "0"}, "limit", "must be an integer from 1 to 50"),
+        ({"q": "broker", "limit": "51"}, "limit", "must be an integer from 1 to 50"),
+        ({"q": "broker", "limit": "ten"}, "limit", "must be an integer from 1 to 50"),
+        ({"q": "broker", "repo": ""}, "repo", "must name a repository (owner/name) when given"),
     ],
 )
 def test_search_with_bad_input_is_400_naming_the_field(api_client, indexed, reader, params, field, message):

@@ -106,7 +106,7 @@ def test_an_ambiguous_commit_prefix_is_400(api_client, commit, reader):
 @pytest.mark.parametrize(
     ("query", "field", "message"),
     [
-        ({"start": "1"}, "commit", "commit is required: the SHA of an indexed commit"),
+        ({"start": "1"}, "commit", "is required: the SHA of an indexed commit"),
         (
             {"commit": "abc123", "start": "1"},
             "commit",

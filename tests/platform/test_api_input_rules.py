@@ -122,9 +122,7 @@ def test_brackets_inside_strings_do_not_count_as_nesting(api_client, credentials
         **credentials["/ask"],
     )
 
-    assert response.json() == invalid(
-        "scope.repos", "scope.repos must name at least one repository, or be left out to search all"
-    )
+    assert response.json() == invalid("scope.repos", "must name at least one repository, or be left out to search all")
 
 
 # --- query integers: plain ASCII digits everywhere -------------------------------------------
@@ -138,7 +136,7 @@ def test_search_limit_must_be_plain_digits_like_every_api_limit(api_client, spel
     chat = api_client.get("/api/chat", {"limit": spelling})
 
     assert search.status_code == 400
-    assert search.json() == invalid("limit", "limit must be an integer from 1 to 50")
+    assert search.json() == invalid("limit", "must be an integer from 1 to 50")
     assert chat.json() == invalid("limit", "must be an integer from 1 to 200")
 
 

@@ -97,7 +97,7 @@ def test_server_limits_and_refusals_are_problem_details_and_the_longest_accepted
     assert (longest.status_code, longest.json()["code"]) == (400, "unknown_repository")
     assert (too_long.status_code, too_long.json()["errors"]) == (
         400,
-        [{"field": "q", "message": "q may be at most 500 characters"}],
+        [{"field": "q", "message": "may be at most 500 characters"}],
     )
     for status, headers, body, code in (
         (*line_over_limit, "uri_too_long"),

@@ -1,0 +1,1 @@
+"""Our date and time formats (settings.FORMAT_MODULE_PATH), in place of Django's English ones."""
