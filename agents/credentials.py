@@ -14,7 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
 
-from agentplatform.authentication import WALLET, Principal, VerifiedCredential, token_hash_matches
+from agentplatform.authentication import WALLET, Principal, RepositoryScope, VerifiedCredential, token_hash_matches
 from agents.models import KIND_BY_PREFIX, WALLET_SESSION_PREFIX, ApiKey, WalletSession
 
 # last_used_at is written at most this often per key, to keep writes off the hot path.
@@ -48,6 +48,11 @@ def _api_key_verify(*, kind: str, lookup: str, token_hash: str) -> VerifiedCrede
         agent_id=key.agent_id,
         wallet_address=key.wallet_address,
         scopes=frozenset(key.scopes or ()),
+        repository_scope=(
+            RepositoryScope(repositories=frozenset(key.scope_repositories), owners=frozenset(key.scope_owners))
+            if key.scope_repositories or key.scope_owners
+            else None
+        ),
     )
     return VerifiedCredential(principal=principal, row=key)
 

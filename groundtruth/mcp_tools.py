@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from agentplatform.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool
+from agentplatform.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool, tool_caller
 from groundtruth import selectors
 from groundtruth.search.ask import question_answer
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
@@ -54,7 +54,10 @@ def search_docs(
     data = arguments_validated(
         SearchQuerySerializer, {"q": query, "limit": str(limit), **({"repo": repo} if repo is not None else {})}
     )
-    repositories = search_scope_resolve(names=[data["repo"]] if "repo" in data else None)
+    repositories = search_scope_resolve(
+        names=[data["repo"]] if "repo" in data else None,
+        visible=selectors.repository_visible_queryset(viewer=tool_caller()),
+    )
     outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
     request = WebTierRequest()
     return {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
@@ -76,7 +79,11 @@ def ask(
     if repos is not None:
         body["scope"] = {"repos": repos}
     data = arguments_validated(AskRequestSerializer, body)
-    result = question_answer(question=data["question"], repository_names=data.get("scope", {}).get("repos"))
+    result = question_answer(
+        question=data["question"],
+        repository_names=data.get("scope", {}).get("repos"),
+        visible=selectors.repository_visible_queryset(viewer=tool_caller()),
+    )
     return ask_result_data(result, request=WebTierRequest())
 
 
@@ -104,7 +111,12 @@ def read_source(
     query = {"commit": commit, "start": str(start), **({"end": str(end)} if end is not None else {})}
     data = arguments_validated(SourceLinesQuerySerializer, query)
     source = read_source_lines(
-        repository_name=repo, path=path, commit=data["commit"], start=data["start"], end=data.get("end")
+        repository_name=repo,
+        path=path,
+        commit=data["commit"],
+        start=data["start"],
+        end=data.get("end"),
+        visible=selectors.repository_visible_queryset(viewer=tool_caller()),
     )
     return source_lines_data(source)
 
@@ -119,7 +131,9 @@ def list_repositories() -> dict[str, Any]:
         "registry": RegistrySummarySerializer(registry).data if registry else None,
         "repositories": RepositoryListSerializer()
         .fields["repositories"]
-        .to_representation(selectors.repository_list()),
+        .to_representation(
+            selectors.repository_list(visible=selectors.repository_visible_queryset(viewer=tool_caller()))
+        ),
     }
 
 

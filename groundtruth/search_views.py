@@ -23,6 +23,7 @@ from groundtruth.search_serializers import (
     ask_result_data,
     search_result_data,
 )
+from groundtruth.selectors import repository_visible_queryset
 
 AUTH_ERRORS = {
     401: "No credentials, or a bearer token that is malformed, unknown, expired or revoked.",
@@ -65,7 +66,10 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     )
     def list(self, request: Request) -> Response:
         data = query_validated(SearchQuerySerializer, request)
-        repositories = search_scope_resolve(names=[data["repo"]] if "repo" in data else None)
+        repositories = search_scope_resolve(
+            names=[data["repo"]] if "repo" in data else None,
+            visible=repository_visible_queryset(viewer=request.user),
+        )
         outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
         return Response(
             {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
@@ -122,5 +126,9 @@ class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         body = AskRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        result = question_answer(question=data["question"], repository_names=data.get("scope", {}).get("repos"))
+        result = question_answer(
+            question=data["question"],
+            repository_names=data.get("scope", {}).get("repos"),
+            visible=repository_visible_queryset(viewer=request.user),
+        )
         return Response(ask_result_data(result, request=request))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agentplatform.errors import Conflict, NotFound, ServiceUnavailable
@@ -128,25 +129,32 @@ _REGISTRY_FIELDS = ("url", "ref", "trust", "owners", "include", "exclude", "enab
 
 
 def ingest_request(
-    *, repository_name: str | None, ref: str | None, trigger: str, enqueue: bool = True
+    *,
+    repository_name: str | None,
+    ref: str | None,
+    trigger: str,
+    enqueue: bool = True,
+    visible: QuerySet[Repository] | None = None,
 ) -> list[RunRequest]:
     """Re-reads the registry, then requests a run of one repository (or of every enabled one)
-    and enqueues the created runs once their transaction commits (and sends `ingest_queued`).
+    of `visible` (all when None; another is "not listed", as far as the caller can tell) and
+    enqueues the created runs once their transaction commits (and sends `ingest_queued`).
     Call it outside a transaction.
 
     Raises Conflict when the registry is invalid or the repository is disabled, NotFound when
     it is not listed, ServiceUnavailable when the registry repository cannot be reached.
     """
     registry_reload()
+    repositories_seen = visible if visible is not None else Repository.objects.all()
     if repository_name:
-        repository = Repository.objects.filter(name=repository_name).first()
+        repository = repositories_seen.filter(name=repository_name).first()
         if repository is None:
             raise NotFound(f"Repository {repository_name!r} is not listed in the source registry.")
         if not repository.enabled:
             raise Conflict(f"Repository {repository_name!r} is disabled in the source registry.", code="disabled")
         repositories = [repository]
     else:
-        repositories = list(Repository.objects.filter(enabled=True).order_by("name"))
+        repositories = list(repositories_seen.filter(enabled=True).order_by("name"))
     return ingest_runs_request(repositories=repositories, ref=ref, trigger=trigger, enqueue=enqueue)
 
 
