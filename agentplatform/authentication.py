@@ -64,6 +64,8 @@ class Principal:
 
     kind: str  # AGENT | USER | SERVICE | WALLET
     credential_id: str
+    # The token's public part (`sk_<lookup>`), never the secret: what logs and the question audit name.
+    key_prefix: str = ""
     agent_id: int | None = None
     wallet_address: str = ""
     scopes: frozenset[str] = field(default_factory=frozenset)

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from agentplatform.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool, tool_caller
 from groundtruth import selectors
+from groundtruth.question_audit import asked_question_record
 from groundtruth.search.ask import question_answer
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 from groundtruth.search_serializers import (
@@ -59,6 +60,13 @@ def search_docs(
         visible=selectors.repository_visible_queryset(viewer=tool_caller()),
     )
     outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
+    asked_question_record(
+        caller=tool_caller(),
+        via="mcp:search_docs",
+        question=data["q"],
+        repository_names=[repository.name for repository in repositories],
+        sources_missing=not outcome.hits,
+    )
     request = WebTierRequest()
     return {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
 
@@ -83,6 +91,13 @@ def ask(
         question=data["question"],
         repository_names=data.get("scope", {}).get("repos"),
         visible=selectors.repository_visible_queryset(viewer=tool_caller()),
+    )
+    asked_question_record(
+        caller=tool_caller(),
+        via="mcp:ask",
+        question=data["question"],
+        repository_names=[searched["repo"] for searched in result.searched],
+        sources_missing=result.sources_missing,
     )
     return ask_result_data(result, request=WebTierRequest())
 

@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 INGEST_ALL_TASK_NAME = "groundtruth: re-ingest every enabled repository"
 STALE_CLEAR_TASK_NAME = "groundtruth: clear stale ingest runs"
+ASKED_QUESTIONS_PURGE_TASK_NAME = "groundtruth: purge the audit of questions past its retention"
 BEAT_TASK_KWARGS = {"trigger": IngestTrigger.BEAT.value}
 
 
@@ -198,7 +199,7 @@ def ingest_schedule_sync() -> None:
     the task's description records the schedule this function last applied, and the crontab is
     only replaced while it still equals that value (so changing INGEST_SCHEDULE moves a schedule
     nobody edited, and never overwrites one a staff member changed). The stale-run sweep runs
-    every minute.
+    every minute, the purge of the audit of questions daily.
     """
     from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
@@ -255,6 +256,11 @@ def ingest_schedule_sync() -> None:
     PeriodicTask.objects.get_or_create(
         name=STALE_CLEAR_TASK_NAME,
         defaults={"task": "groundtruth.tasks.ingest_runs_stale_clear_task", "interval": interval},
+    )
+    daily, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.DAYS)
+    PeriodicTask.objects.get_or_create(
+        name=ASKED_QUESTIONS_PURGE_TASK_NAME,
+        defaults={"task": "groundtruth.tasks.asked_questions_purge_task", "interval": daily},
     )
 
 

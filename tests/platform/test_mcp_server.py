@@ -23,13 +23,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
 from agentplatform.demo.brand_assets import png_bytes
-from agents.models import ApiKeyKind
+from agents.models import ApiKey, ApiKeyKind
 from agents.services import api_key_create
 from brandassets.content_cache import asset_record_cache, blob_contents
 from brandassets.services import asset_registry_sync
 from groundtruth.embeddings import _backend_for
 from groundtruth.ingest.foreground import ingest_foreground
-from groundtruth.models import IngestStatus, Repository
+from groundtruth.models import AskedQuestion, IngestStatus, Repository
 from tests import celeryworker
 from tests.brandassets.conftest import REGISTRY_TEMPLATE, brand_work_tree
 from tests.embeddingserver import EmbeddingServer
@@ -667,3 +667,19 @@ def test_search_docs_without_repo_searches_only_the_keys_repositories(mcp, teams
 
     assert {hit["citation"]["repo"] for hit in owner.structured_content["results"]} == {"acme/handbook"}
     assert teammate.structured_content == {"query": "ACME_TOKEN environment", "results": []}
+
+
+def test_search_docs_and_ask_calls_are_recorded_in_the_audit_of_questions(mcp, reader, indexed):
+    call_tool(mcp.url, reader, "search_docs", {"query": "ACME_TOKEN environment"})
+    call_tool(mcp.url, reader, "ask", {"question": "How do I rotate the Kubernetes ingress certificates?"})
+    call_tool(mcp.url, reader, "list_repositories", {})
+
+    prefix = ApiKey.objects.get().display_prefix
+    assert list(
+        AskedQuestion.objects.order_by("id").values_list(
+            "key_prefix", "via", "question", "repositories", "sources_missing"
+        )
+    ) == [
+        (prefix, "mcp:search_docs", "ACME_TOKEN environment", ["acme/handbook"], False),
+        (prefix, "mcp:ask", "How do I rotate the Kubernetes ingress certificates?", ["acme/handbook"], True),
+    ]
