@@ -141,7 +141,7 @@ def list_repositories() -> dict[str, Any]:
     """The repositories the service indexes (as GET /repos): name, URL, ref, owners, trust tier,
     state, the indexed commit and when it was indexed, file and chunk counts, the latest ingest
     run; and the registry they come from."""
-    registry = selectors.registry_current()
+    registry = selectors.registry_current(viewer=tool_caller())
     return {
         "registry": RegistrySummarySerializer(registry).data if registry else None,
         "repositories": RepositoryListSerializer()

@@ -69,8 +69,20 @@ def repository_list(*, visible: QuerySet[Repository] | None = None) -> QuerySet[
     )
 
 
-def registry_current() -> Registry | None:
-    return Registry.objects.filter(location=registry_location(settings.SOURCE_REGISTRY_PATH)).first()
+# What a key limited to some repositories reads instead of the registry's last load error, which
+# may name any repository of sources.yml (and so ones outside the key's scope).
+REGISTRY_ERROR_WITHHELD = (
+    "The last load of the source registry failed; its errors are shown to unscoped keys and staff only."
+)
+
+
+def registry_current(*, viewer: object = None) -> Registry | None:
+    """The registry row; for a `viewer` limited to some repositories (repository_visible_queryset),
+    with its last load error withheld (never saved)."""
+    registry = Registry.objects.filter(location=registry_location(settings.SOURCE_REGISTRY_PATH)).first()
+    if registry is not None and registry.last_error and getattr(viewer, "repository_scope", None) is not None:
+        registry.last_error = REGISTRY_ERROR_WITHHELD
+    return registry
 
 
 def ingest_run_get(*, run_id: int, visible: QuerySet[Repository] | None = None) -> IngestRun:

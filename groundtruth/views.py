@@ -84,7 +84,7 @@ class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         auth=SERVICE_OPENAPI_SECURITY,
     )
     def list(self, request: Request) -> Response:
-        registry = selectors.registry_current()
+        registry = selectors.registry_current(viewer=request.user)
         return Response(
             {
                 "registry": RegistrySummarySerializer(registry).data if registry else None,

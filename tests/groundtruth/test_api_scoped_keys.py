@@ -9,7 +9,8 @@ from agentplatform.authentication import RepositoryScope, hash_token, verified_c
 from agentplatform.errors import InvalidInput
 from agents.models import ApiKey, ApiKeyKind
 from agents.services import api_key_create
-from groundtruth.models import IngestRun, Repository
+from groundtruth.models import IngestRun, Registry, Repository
+from groundtruth.registry_files import registry_location
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
 from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, chunks_index
 
@@ -219,3 +220,20 @@ def test_the_scope_travels_with_the_remembered_credential(api_client, indexed, s
     remembered = verified_credentials.get(hash_token(key["HTTP_AUTHORIZATION"].split()[1]))
     assert remembered is not None
     assert remembered.repository_scope == RepositoryScope(repositories=frozenset(), owners=frozenset({"platform"}))
+
+
+def test_the_registry_error_which_may_name_any_repository_is_withheld_from_scoped_keys(api_client, keys, settings):
+    Registry.objects.create(
+        location=registry_location(settings.SOURCE_REGISTRY_PATH),
+        commit="b" * 40,
+        last_error="repos[2].include (platform/runbooks): must be a list",
+    )
+
+    scoped = api_client.get("/repos", **keys["owner"]).json()["registry"]
+    unscoped = api_client.get("/repos", **keys["unscoped"]).json()["registry"]
+
+    assert scoped["last_error"] == (
+        "The last load of the source registry failed; its errors are shown to unscoped keys and staff only."
+    )
+    assert unscoped["last_error"] == "repos[2].include (platform/runbooks): must be a list"
+    assert Registry.objects.get().last_error == "repos[2].include (platform/runbooks): must be a list"
