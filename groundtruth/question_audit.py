@@ -3,8 +3,11 @@ asked, by key prefix, what, over which repositories, whether the sources were mi
 QUESTION_AUDIT_RETENTION_DAYS, and read in the admin, where the questions the documentation could
 not answer, most frequent first per repository, tell the teams that own the docs what to write.
 
-The write is one INSERT on the request's path; a failure of it is logged and never fails the
-answer (an audit that cannot be written must not take search down with it).
+The write is one INSERT, in a transaction that does not wait for its WAL flush; the REST
+endpoints make it once the response has been sent (when the server closes it), so that it adds
+nothing measurable to the answer's latency (benchmarks/question_audit.py).
+A failure of it is logged and never fails the answer (an audit that cannot be written must not
+take search down with it).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 
 from groundtruth.models import AskedQuestion
@@ -46,14 +50,37 @@ def asked_question_record(
         sources_missing=sources_missing,
     )
     try:
-        if connection.in_atomic_block:
-            # A savepoint, so that a failed INSERT leaves the caller's transaction usable.
-            with transaction.atomic():
-                row.save(force_insert=True)
-        else:
+        # A transaction of its own (a savepoint inside a caller's, so that a failed INSERT leaves
+        # it usable) that does not wait for its WAL flush: a record may be lost if PostgreSQL
+        # crashes within the next fraction of a second, never half-written; that wait was most
+        # of what the write cost (benchmarks/question_audit.py). Inside a caller's transaction
+        # (tests) the setting lasts until that one ends.
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
             row.save(force_insert=True)
     except DatabaseError:
         logger.exception("Question audit not written (%s by %s)", via, row.key_prefix)
+
+
+def asked_question_record_when_sent(
+    response: HttpResponseBase,
+    *,
+    caller: object,
+    via: str,
+    question: str,
+    repository_names: Iterable[str],
+    sources_missing: bool,
+) -> None:
+    """`asked_question_record` run when `response` is closed, after its body was sent and before
+    the request's end closes the database connection. Django calls a response's resource closers
+    from close() (as FileResponse closes its file); the WSGI server and the test client call it."""
+    names = list(repository_names)
+    response._resource_closers.append(  # type: ignore[attr-defined]  # Django's, untyped in the stubs
+        lambda: asked_question_record(
+            caller=caller, via=via, question=question, repository_names=names, sources_missing=sources_missing
+        )
+    )
 
 
 def asked_questions_purge(*, now: datetime | None = None) -> int:

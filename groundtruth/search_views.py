@@ -12,7 +12,7 @@ from agentplatform.errors import problem_responses
 from agentplatform.permissions import HasServiceReadScope
 from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
-from groundtruth.question_audit import asked_question_record
+from groundtruth.question_audit import asked_question_record_when_sent
 from groundtruth.search.ask import question_answer
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 from groundtruth.search_serializers import (
@@ -72,16 +72,18 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             visible=repository_visible_queryset(viewer=request.user),
         )
         outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
-        asked_question_record(
+        response = Response(
+            {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
+        )
+        asked_question_record_when_sent(
+            response,
             caller=request.user,
             via="search",
             question=data["q"],
             repository_names=[repository.name for repository in repositories],
             sources_missing=not outcome.hits,
         )
-        return Response(
-            {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
-        )
+        return response
 
 
 class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
@@ -139,11 +141,13 @@ class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             repository_names=data.get("scope", {}).get("repos"),
             visible=repository_visible_queryset(viewer=request.user),
         )
-        asked_question_record(
+        response = Response(ask_result_data(result, request=request))
+        asked_question_record_when_sent(
+            response,
             caller=request.user,
             via="ask",
             question=data["question"],
             repository_names=[searched["repo"] for searched in result.searched],
             sources_missing=result.sources_missing,
         )
-        return Response(ask_result_data(result, request=request))
+        return response
