@@ -29,7 +29,9 @@ def indexed() -> dict[str, Repository]:
     return {"handbook": handbook, "community": community, "runbooks": runbooks}
 
 
-def scoped_key(*, repositories: list[str] = (), owners: list[str] = (), scopes: tuple[str, ...] = ("read",)):  # type: ignore[assignment]
+def scoped_key(
+    *, repositories: tuple[str, ...] = (), owners: tuple[str, ...] = (), scopes: tuple[str, ...] = ("read",)
+) -> dict[str, str]:
     _, secret = api_key_create(
         kind=ApiKeyKind.SERVICE,
         name="scoped",
@@ -44,11 +46,11 @@ def scoped_key(*, repositories: list[str] = (), owners: list[str] = (), scopes: 
 def keys(indexed) -> dict[str, dict[str, str]]:
     return {
         # The docs team's key: every repository whose registry owners list docs-team.
-        "owner": scoped_key(owners=["docs-team"], scopes=("read", "ingest")),
+        "owner": scoped_key(owners=("docs-team",), scopes=("read", "ingest")),
         # A teammate's key: the same GitHub owner (acme), another repository.
-        "teammate": scoped_key(repositories=["acme/community"], scopes=("read", "ingest")),
+        "teammate": scoped_key(repositories=("acme/community",), scopes=("read", "ingest")),
         # An outsider's key: another team's repositories only.
-        "outsider": scoped_key(owners=["platform"], scopes=("read", "ingest")),
+        "outsider": scoped_key(owners=("platform",), scopes=("read", "ingest")),
         "unscoped": bearer(service_key("read", "ingest")),
     }
 
@@ -67,7 +69,7 @@ def test_repos_lists_only_the_repositories_of_the_keys_scope(api_client, keys):
 
 
 def test_a_key_limited_to_a_repository_and_an_owner_sees_both(api_client, indexed):
-    key = scoped_key(repositories=["acme/community"], owners=["platform"])
+    key = scoped_key(repositories=("acme/community",), owners=("platform",))
 
     assert repo_names(api_client, key) == ["acme/community", "platform/runbooks"]
 
@@ -211,7 +213,7 @@ def test_a_scope_naming_an_unknown_repository_or_owner_is_refused_and_creates_no
 def test_the_scope_travels_with_the_remembered_credential(api_client, indexed, settings):
     settings.CREDENTIAL_CACHE_SECONDS = 60
     verified_credentials.clear()
-    key = scoped_key(owners=["platform"])
+    key = scoped_key(owners=("platform",))
 
     first = repo_names(api_client, key)
     second = repo_names(api_client, key)
