@@ -50,14 +50,27 @@ _NO_MATCH_HASH = "0" * 64
 
 
 @dataclass(frozen=True)
+class RepositoryScope:
+    """The repositories a service key is limited to: those named, and those of the registry
+    owners named. A principal without one (None) reads every repository."""
+
+    repositories: frozenset[str] = field(default_factory=frozenset)
+    owners: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
 class Principal:
     """Who a bearer credential speaks for. Stands in for request.user on API requests."""
 
     kind: str  # AGENT | USER | SERVICE | WALLET
     credential_id: str
+    # The token's public part (`sk_<lookup>`), never the secret: what logs and the question audit name.
+    key_prefix: str = ""
     agent_id: int | None = None
     wallet_address: str = ""
     scopes: frozenset[str] = field(default_factory=frozenset)
+    # Part of the principal, so that it is remembered, and forgotten, with the rest of it.
+    repository_scope: RepositoryScope | None = None
     is_authenticated: bool = True
     is_staff: bool = False
     pk: None = None

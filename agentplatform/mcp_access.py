@@ -55,6 +55,7 @@ class AccessDecision:
     status: int
     headers: list[tuple[bytes, bytes]]  # of the refusal, or the rate-limit headers to add
     body: bytes
+    caller: object = None  # the admitted request's request.user (a Principal), for the tools
 
 
 _RATE_LIMIT_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
@@ -81,7 +82,8 @@ def mcp_access_decide(scope: dict[str, Any]) -> AccessDecision:
     headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
     if response.status_code == 204:
         limits = [(name, value) for name, value in headers if name.decode() in _RATE_LIMIT_HEADERS]
-        return AccessDecision(admitted=True, status=204, headers=limits, body=b"")
+        # DRF sets the authenticated principal on the Django request too.
+        return AccessDecision(admitted=True, status=204, headers=limits, body=b"", caller=request.user)
     return AccessDecision(
         admitted=False, status=response.status_code, headers=headers, body=getattr(response, "content", b"")
     )

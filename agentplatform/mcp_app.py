@@ -54,7 +54,7 @@ from starlette.types import Message, Receive, Scope, Send  # noqa: E402
 from agentplatform.errors import problem_body  # noqa: E402
 from agentplatform.ground_truth_routes import ground_truth_mount  # noqa: E402
 from agentplatform.mcp_access import mcp_access_decide  # noqa: E402
-from agentplatform.mcp_tool_calls import ArgumentsInvalid, arguments_invalid_text  # noqa: E402
+from agentplatform.mcp_tool_calls import ArgumentsInvalid, arguments_invalid_text, tool_caller_reset, tool_caller_set  # noqa: E402  # noqa: E402
 from brandassets.mcp_tools import BRAND_ASSET_TOOLS  # noqa: E402
 from groundtruth.embeddings import embedding_backend, embedding_backend_prepare  # noqa: E402
 from groundtruth.mcp_tools import GROUND_TRUTH_TOOLS  # noqa: E402
@@ -160,7 +160,12 @@ class McpApplication:
                 message = {**message, "headers": [*message.get("headers", []), *decision.headers]}
             await send(message)
 
-        await self.server.session_manager.handle_request(scope, receive, send_with_rate_limit)
+        # The tools read the caller's repository scope from the context the transport's tasks copy.
+        caller_token = tool_caller_set(decision.caller)
+        try:
+            await self.server.session_manager.handle_request(scope, receive, send_with_rate_limit)
+        finally:
+            tool_caller_reset(caller_token)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
@@ -33,6 +34,30 @@ from rest_framework.exceptions import ValidationError
 from agentplatform.errors import ApplicationError, validation_messages
 
 Arguments = ParamSpec("Arguments")
+
+# Who the MCP request calling a tool speaks for (the access gate's request.user: a Principal), set
+# by agentplatform/mcp_app.py around the transport; the tool's thread inherits it (anyio copies
+# the context). Unset, `tool_caller` refuses rather than read as an unlimited caller.
+_tool_caller: ContextVar[object] = ContextVar("mcp_tool_caller")
+
+
+def tool_caller_set(caller: object) -> Any:
+    """Sets the caller of the tools run in this context; returns the token to reset it with."""
+    return _tool_caller.set(caller)
+
+
+def tool_caller_reset(token: Any) -> None:
+    _tool_caller.reset(token)
+
+
+def tool_caller() -> object:
+    """The principal of the MCP request running this tool (for selectors.repository_visible_queryset)."""
+    try:
+        return _tool_caller.get()
+    except LookupError:
+        raise RuntimeError("an MCP tool ran outside a request admitted by the access gate") from None
+
+
 Result = TypeVar("Result")
 
 

@@ -584,6 +584,9 @@ ASK_SNIPPET_MAX_LINES = _positive_int("ASK_SNIPPET_MAX_LINES", 8)
 # ... and at most how many characters: lines can be of any length (one 900,000-character line
 # once made a 900 KB snippet). As long as a chunk by default, so ordinary snippets are unchanged.
 ASK_SNIPPET_MAX_CHARS = _positive_int("ASK_SNIPPET_MAX_CHARS", 1500)
+# The audit of questions (groundtruth/question_audit.py) names who asked what: kept only as long
+# as the teams need it to see what the docs do not answer, then purged daily by beat.
+QUESTION_AUDIT_RETENTION_DAYS = _positive_int("QUESTION_AUDIT_RETENTION_DAYS", 90)
 # Missing sources (groundtruth/search/abstention.py): a logistic model over evidence features,
 # `intercept=...,<feature>=<weight>,...`; below ASK_ABSTENTION_THRESHOLD (the probability that the
 # passages answer) the sources are missing. Fitted by `manage.py abstention_fit`.

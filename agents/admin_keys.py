@@ -19,7 +19,13 @@ from django.utils.html import format_html
 from agentplatform.admin_display import moment_text
 from agentplatform.errors import InvalidInput
 from agents.models import WALLET_SESSION_PREFIX, ApiKey, ApiKeyKind, ApiKeyScope, WalletSession
-from agents.services import api_key_create, api_key_revoke, api_key_validate, wallet_session_revoke
+from agents.services import (
+    api_key_create,
+    api_key_repository_scope_validate,
+    api_key_revoke,
+    api_key_validate,
+    wallet_session_revoke,
+)
 
 
 class ApiKeyCreationForm(forms.ModelForm):
@@ -30,9 +36,21 @@ class ApiKeyCreationForm(forms.ModelForm):
         help_text="Service keys only: read (search, ask, assets) and/or ingest.",
     )
 
+    scope_repositories = forms.CharField(
+        label="Only repositories",
+        required=False,
+        help_text="Service keys: limit the key to these repositories (owner/name, comma- or space-separated). "
+        "Left empty with owners empty: every repository.",
+    )
+    scope_owners = forms.CharField(
+        label="Only owners",
+        required=False,
+        help_text="Service keys: and to the repositories whose registry `owners` list one of these.",
+    )
+
     class Meta:
         model = ApiKey
-        fields = ["kind", "name", "agent", "wallet_address", "scopes"]
+        fields = ["kind", "name", "agent", "wallet_address", "scopes", "scope_repositories", "scope_owners"]
         help_texts = {
             "agent": "Agent keys only: the agent the key posts as.",
             "wallet_address": "User keys only: the 0x address whose balance the key may read.",
@@ -50,6 +68,11 @@ class ApiKeyCreationForm(forms.ModelForm):
                 wallet_address=data.get("wallet_address", ""),
                 scopes=data.get("scopes"),
             )
+            data["scope_repositories"], data["scope_owners"] = api_key_repository_scope_validate(
+                kind=data.get("kind", ""),
+                repositories=_names(data.get("scope_repositories", "")),
+                owners=_names(data.get("scope_owners", "")),
+            )
         except InvalidInput as exc:
             for error in exc.errors or [{"field": "", "message": exc.detail}]:
                 self.add_error(error["field"] if error["field"] in self.fields else None, error["message"])
@@ -64,6 +87,10 @@ class ApiKeyCreationForm(forms.ModelForm):
 def revocation_text(revoked_at: datetime | None) -> str:
     """`active` or `revoked 2026-01-26 08:14`: a red ✗ read as "not revoked" where it meant "no"."""
     return "active" if revoked_at is None else f"revoked {moment_text(revoked_at)}"
+
+
+def _names(text: str) -> list[str]:
+    return text.replace(",", " ").split()
 
 
 class RevokedFilter(admin.SimpleListFilter):
@@ -89,7 +116,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     search_fields = ["name", "lookup", "wallet_address", "agent__instance_id", "agent__name"]
     list_select_related = ["agent"]
     actions = ["revoke_keys"]
-    readonly_after_creation = ["kind", "agent", "wallet_address", "scopes"]
+    readonly_after_creation = ["kind", "agent", "wallet_address", "scopes", "repository_scope"]
 
     @admin.display(description="prefix", ordering="lookup")
     def prefix(self, key: ApiKey) -> str:
@@ -115,6 +142,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def scope_list(self, key: ApiKey) -> str:
         return ", ".join(key.scopes or []) or "—"
 
+    @admin.display(description="repositories")
+    def repository_scope(self, key: ApiKey) -> str:
+        """What the key may read: every repository, or the ones and owners it is limited to."""
+        if not key.scope_repositories and not key.scope_owners:
+            return "all"
+        parts = [*key.scope_repositories, *(f"owner {owner}" for owner in key.scope_owners)]
+        return ", ".join(parts)
+
     @admin.display(description="created (UTC)", ordering="created_at")
     def created(self, key: ApiKey) -> str:
         return moment_text(key.created_at)
@@ -134,7 +169,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:  # type: ignore[override]
         if obj is None:
-            return ["kind", "name", "agent", "wallet_address", "scopes"]
+            return ["kind", "name", "agent", "wallet_address", "scopes", "scope_repositories", "scope_owners"]
         return ["prefix", "name", *self._shown_after_creation, "created_at", "last_used_at", "revoked_at"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
@@ -158,6 +193,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
             agent=data.get("agent"),
             wallet_address=data.get("wallet_address", ""),
             scopes=data.get("scopes"),
+            scope_repositories=data.get("scope_repositories"),
+            scope_owners=data.get("scope_owners"),
         )
         # The admin goes on with `obj` (change log, redirects): make it the row just written.
         obj.pk = key.pk

@@ -14,7 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
 
-from agentplatform.authentication import WALLET, Principal, VerifiedCredential, token_hash_matches
+from agentplatform.authentication import WALLET, Principal, RepositoryScope, VerifiedCredential, token_hash_matches
 from agents.models import KIND_BY_PREFIX, WALLET_SESSION_PREFIX, ApiKey, WalletSession
 
 # last_used_at is written at most this often per key, to keep writes off the hot path.
@@ -45,9 +45,15 @@ def _api_key_verify(*, kind: str, lookup: str, token_hash: str) -> VerifiedCrede
     principal = Principal(
         kind=key.kind,
         credential_id=f"key:{key.pk}",
+        key_prefix=key.display_prefix,
         agent_id=key.agent_id,
         wallet_address=key.wallet_address,
         scopes=frozenset(key.scopes or ()),
+        repository_scope=(
+            RepositoryScope(repositories=frozenset(key.scope_repositories), owners=frozenset(key.scope_owners))
+            if key.scope_repositories or key.scope_owners
+            else None
+        ),
     )
     return VerifiedCredential(principal=principal, row=key)
 
@@ -57,5 +63,10 @@ def _wallet_session_verify(*, lookup: str, token_hash: str) -> VerifiedCredentia
     matches = token_hash_matches(session.hashed_token if session is not None else None, token_hash)
     if session is None or not matches or session.revoked_at or session.expires_at <= timezone.now():
         raise AuthenticationFailed("Invalid, expired or revoked wallet session.")
-    principal = Principal(kind=WALLET, credential_id=f"session:{session.pk}", wallet_address=session.address)
+    principal = Principal(
+        kind=WALLET,
+        credential_id=f"session:{session.pk}",
+        key_prefix=f"{WALLET_SESSION_PREFIX}_{session.lookup}",
+        wallet_address=session.address,
+    )
     return VerifiedCredential(principal=principal, row=session, expires_at=session.expires_at)

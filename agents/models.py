@@ -83,6 +83,13 @@ class ApiKey(models.Model):
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys")
     wallet_address = models.CharField(max_length=42, blank=True, help_text="Lower-case 0x address of a user key.")
     scopes = models.JSONField(default=list, blank=True, help_text='Service keys: any of "read", "ingest".')
+    # Both empty: every repository. Names are checked against the registry when the key is created.
+    scope_repositories = models.JSONField(
+        default=list, blank=True, help_text="Service keys: only these repositories (owner/name)…"
+    )
+    scope_owners = models.JSONField(
+        default=list, blank=True, help_text="…and those whose registry `owners` list one of these."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -25,6 +25,7 @@ from agents.models import (
     WalletSession,
 )
 from agents.wallet_auth import wallet_sign_in_verify
+from groundtruth.selectors import repository_scope_unknown_names
 
 # Nonces are kept this long past their expiry (for the admin to see), then deleted when new
 # ones are issued, so the table stays small without a scheduled job.
@@ -61,6 +62,30 @@ def api_key_validate(
     return normalized
 
 
+def api_key_repository_scope_validate(
+    *, kind: str, repositories: list[str] | None, owners: list[str] | None
+) -> tuple[list[str], list[str]]:
+    """Checks the repositories (owner/name) and registry owners a key is limited to; returns both
+    sorted and deduplicated. Each must be known to the registry now: a misspelt name would
+    otherwise make a key that silently reads nothing. Raises InvalidInput naming the field."""
+    wanted_repositories = sorted({name.strip() for name in repositories or [] if name.strip()})
+    wanted_owners = sorted({name.strip() for name in owners or [] if name.strip()})
+    if (wanted_repositories or wanted_owners) and kind != ApiKeyKind.SERVICE:
+        raise InvalidInput.for_field("scope_repositories", "only service keys are limited to repositories")
+    unknown_repositories, unknown_owners = repository_scope_unknown_names(
+        repositories=wanted_repositories, owners=wanted_owners
+    )
+    if unknown_repositories:
+        raise InvalidInput.for_field(
+            "scope_repositories", f"unknown repositories {unknown_repositories}: not listed in the source registry"
+        )
+    if unknown_owners:
+        raise InvalidInput.for_field(
+            "scope_owners", f"unknown owners {unknown_owners}: no repository of the source registry lists them"
+        )
+    return wanted_repositories, wanted_owners
+
+
 def api_key_create(
     *,
     kind: str,
@@ -68,9 +93,15 @@ def api_key_create(
     agent: Agent | None = None,
     wallet_address: str = "",
     scopes: list[str] | None = None,
+    scope_repositories: list[str] | None = None,
+    scope_owners: list[str] | None = None,
 ) -> tuple[ApiKey, str]:
-    """Creates a key and returns it with its secret, the only time the secret exists in clear."""
+    """Creates a key and returns it with its secret, the only time the secret exists in clear.
+    A service key given `scope_repositories` or `scope_owners` reads only those repositories."""
     scopes = api_key_validate(kind=kind, name=name, agent=agent, wallet_address=wallet_address, scopes=scopes)
+    scope_repositories, scope_owners = api_key_repository_scope_validate(
+        kind=kind, repositories=scope_repositories, owners=scope_owners
+    )
     token, lookup, hashed = new_token(KEY_PREFIXES[kind])
     key = ApiKey.objects.create(
         kind=kind,
@@ -78,6 +109,8 @@ def api_key_create(
         agent=agent,
         wallet_address=wallet_address.lower(),
         scopes=scopes,
+        scope_repositories=scope_repositories,
+        scope_owners=scope_owners,
         lookup=lookup,
         hashed_key=hashed,
     )

@@ -22,7 +22,11 @@ from django.utils.safestring import SafeString
 
 from agentplatform.admin_display import duration_text, moment_text
 from agentplatform.errors import ApplicationError
-from groundtruth import selectors, services
+from groundtruth import (
+    admin_questions,  # noqa: F401  (the audit of questions, registered on import)
+    selectors,
+    services,
+)
 from groundtruth.models import Chunk, IngestRun, IngestStatus, IngestTrigger, Registry, RelevanceJudge, Repository
 
 

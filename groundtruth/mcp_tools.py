@@ -13,8 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from agentplatform.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool
+from agentplatform.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool, tool_caller
 from groundtruth import selectors
+from groundtruth.question_audit import asked_question_record
 from groundtruth.search.ask import question_answer
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 from groundtruth.search_serializers import (
@@ -54,8 +55,18 @@ def search_docs(
     data = arguments_validated(
         SearchQuerySerializer, {"q": query, "limit": str(limit), **({"repo": repo} if repo is not None else {})}
     )
-    repositories = search_scope_resolve(names=[data["repo"]] if "repo" in data else None)
+    repositories = search_scope_resolve(
+        names=[data["repo"]] if "repo" in data else None,
+        visible=selectors.repository_visible_queryset(viewer=tool_caller()),
+    )
     outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
+    asked_question_record(
+        caller=tool_caller(),
+        via="mcp:search_docs",
+        question=data["q"],
+        repository_names=[repository.name for repository in repositories],
+        sources_missing=not outcome.hits,
+    )
     request = WebTierRequest()
     return {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
 
@@ -76,7 +87,18 @@ def ask(
     if repos is not None:
         body["scope"] = {"repos": repos}
     data = arguments_validated(AskRequestSerializer, body)
-    result = question_answer(question=data["question"], repository_names=data.get("scope", {}).get("repos"))
+    result = question_answer(
+        question=data["question"],
+        repository_names=data.get("scope", {}).get("repos"),
+        visible=selectors.repository_visible_queryset(viewer=tool_caller()),
+    )
+    asked_question_record(
+        caller=tool_caller(),
+        via="mcp:ask",
+        question=data["question"],
+        repository_names=[searched["repo"] for searched in result.searched],
+        sources_missing=result.sources_missing,
+    )
     return ask_result_data(result, request=WebTierRequest())
 
 
@@ -104,7 +126,12 @@ def read_source(
     query = {"commit": commit, "start": str(start), **({"end": str(end)} if end is not None else {})}
     data = arguments_validated(SourceLinesQuerySerializer, query)
     source = read_source_lines(
-        repository_name=repo, path=path, commit=data["commit"], start=data["start"], end=data.get("end")
+        repository_name=repo,
+        path=path,
+        commit=data["commit"],
+        start=data["start"],
+        end=data.get("end"),
+        visible=selectors.repository_visible_queryset(viewer=tool_caller()),
     )
     return source_lines_data(source)
 
@@ -114,12 +141,14 @@ def list_repositories() -> dict[str, Any]:
     """The repositories the service indexes (as GET /repos): name, URL, ref, owners, trust tier,
     state, the indexed commit and when it was indexed, file and chunk counts, the latest ingest
     run; and the registry they come from."""
-    registry = selectors.registry_current()
+    registry = selectors.registry_current(viewer=tool_caller())
     return {
         "registry": RegistrySummarySerializer(registry).data if registry else None,
         "repositories": RepositoryListSerializer()
         .fields["repositories"]
-        .to_representation(selectors.repository_list()),
+        .to_representation(
+            selectors.repository_list(visible=selectors.repository_visible_queryset(viewer=tool_caller()))
+        ),
     }
 
 

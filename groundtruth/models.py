@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
@@ -272,3 +273,23 @@ class RelevanceJudge(models.Model):
 
     def __str__(self) -> str:
         return f"judge #{self.pk} ({self.pair_count} pairs, held-out accuracy {self.held_out_accuracy:.3f})"
+
+
+class AskedQuestion(models.Model):
+    """One question put to /search, /ask or an MCP tool: who asked (the key's prefix, never its
+    secret), what, over which repositories, and whether the documentation answered. Written with
+    one INSERT per call (groundtruth/question_audit.py); purged after QUESTION_AUDIT_RETENTION_DAYS."""
+
+    asked_at = models.DateTimeField(db_index=True)
+    key_prefix = models.CharField(max_length=40, db_index=True, help_text="sk_<lookup>, or staff:<username>")
+    via = models.CharField(max_length=32, help_text="search, ask, mcp:search_docs, mcp:ask")
+    question = models.TextField()
+    repositories = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    sources_missing = models.BooleanField(help_text="ask: sources_missing; search: no passage found")
+
+    class Meta:
+        ordering = ["-asked_at", "-id"]
+        indexes = [GinIndex(fields=["repositories"], name="asked_question_repositories")]
+
+    def __str__(self) -> str:
+        return f"{self.question[:60]} ({self.key_prefix})"

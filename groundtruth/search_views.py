@@ -12,6 +12,7 @@ from agentplatform.errors import problem_responses
 from agentplatform.permissions import HasServiceReadScope
 from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
+from groundtruth.question_audit import asked_question_record_when_sent
 from groundtruth.search.ask import question_answer
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 from groundtruth.search_serializers import (
@@ -23,6 +24,7 @@ from groundtruth.search_serializers import (
     ask_result_data,
     search_result_data,
 )
+from groundtruth.selectors import repository_visible_queryset
 
 AUTH_ERRORS = {
     401: "No credentials, or a bearer token that is malformed, unknown, expired or revoked.",
@@ -65,11 +67,23 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     )
     def list(self, request: Request) -> Response:
         data = query_validated(SearchQuerySerializer, request)
-        repositories = search_scope_resolve(names=[data["repo"]] if "repo" in data else None)
+        repositories = search_scope_resolve(
+            names=[data["repo"]] if "repo" in data else None,
+            visible=repository_visible_queryset(viewer=request.user),
+        )
         outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
-        return Response(
+        response = Response(
             {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
         )
+        asked_question_record_when_sent(
+            response,
+            caller=request.user,
+            via="search",
+            question=data["q"],
+            repository_names=[repository.name for repository in repositories],
+            sources_missing=not outcome.hits,
+        )
+        return response
 
 
 class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
@@ -122,5 +136,18 @@ class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         body = AskRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        result = question_answer(question=data["question"], repository_names=data.get("scope", {}).get("repos"))
-        return Response(ask_result_data(result, request=request))
+        result = question_answer(
+            question=data["question"],
+            repository_names=data.get("scope", {}).get("repos"),
+            visible=repository_visible_queryset(viewer=request.user),
+        )
+        response = Response(ask_result_data(result, request=request))
+        asked_question_record_when_sent(
+            response,
+            caller=request.user,
+            via="ask",
+            question=data["question"],
+            repository_names=[searched["repo"] for searched in result.searched],
+            sources_missing=result.sources_missing,
+        )
+        return response

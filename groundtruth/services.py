@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agentplatform.errors import Conflict, NotFound, ServiceUnavailable
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 INGEST_ALL_TASK_NAME = "groundtruth: re-ingest every enabled repository"
 STALE_CLEAR_TASK_NAME = "groundtruth: clear stale ingest runs"
+ASKED_QUESTIONS_PURGE_TASK_NAME = "groundtruth: purge the audit of questions past its retention"
 BEAT_TASK_KWARGS = {"trigger": IngestTrigger.BEAT.value}
 
 
@@ -128,25 +130,32 @@ _REGISTRY_FIELDS = ("url", "ref", "trust", "owners", "include", "exclude", "enab
 
 
 def ingest_request(
-    *, repository_name: str | None, ref: str | None, trigger: str, enqueue: bool = True
+    *,
+    repository_name: str | None,
+    ref: str | None,
+    trigger: str,
+    enqueue: bool = True,
+    visible: QuerySet[Repository] | None = None,
 ) -> list[RunRequest]:
     """Re-reads the registry, then requests a run of one repository (or of every enabled one)
-    and enqueues the created runs once their transaction commits (and sends `ingest_queued`).
+    of `visible` (all when None; another is "not listed", as far as the caller can tell) and
+    enqueues the created runs once their transaction commits (and sends `ingest_queued`).
     Call it outside a transaction.
 
     Raises Conflict when the registry is invalid or the repository is disabled, NotFound when
     it is not listed, ServiceUnavailable when the registry repository cannot be reached.
     """
     registry_reload()
+    repositories_seen = visible if visible is not None else Repository.objects.all()
     if repository_name:
-        repository = Repository.objects.filter(name=repository_name).first()
+        repository = repositories_seen.filter(name=repository_name).first()
         if repository is None:
             raise NotFound(f"Repository {repository_name!r} is not listed in the source registry.")
         if not repository.enabled:
             raise Conflict(f"Repository {repository_name!r} is disabled in the source registry.", code="disabled")
         repositories = [repository]
     else:
-        repositories = list(Repository.objects.filter(enabled=True).order_by("name"))
+        repositories = list(repositories_seen.filter(enabled=True).order_by("name"))
     return ingest_runs_request(repositories=repositories, ref=ref, trigger=trigger, enqueue=enqueue)
 
 
@@ -190,7 +199,7 @@ def ingest_schedule_sync() -> None:
     the task's description records the schedule this function last applied, and the crontab is
     only replaced while it still equals that value (so changing INGEST_SCHEDULE moves a schedule
     nobody edited, and never overwrites one a staff member changed). The stale-run sweep runs
-    every minute.
+    every minute, the purge of the audit of questions daily.
     """
     from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
@@ -247,6 +256,11 @@ def ingest_schedule_sync() -> None:
     PeriodicTask.objects.get_or_create(
         name=STALE_CLEAR_TASK_NAME,
         defaults={"task": "groundtruth.tasks.ingest_runs_stale_clear_task", "interval": interval},
+    )
+    daily, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.DAYS)
+    PeriodicTask.objects.get_or_create(
+        name=ASKED_QUESTIONS_PURGE_TASK_NAME,
+        defaults={"task": "groundtruth.tasks.asked_questions_purge_task", "interval": daily},
     )
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
@@ -76,14 +77,25 @@ class SourceLines:
 
 
 def read_source_lines(
-    *, repository_name: str, path: str, commit: str, start: int = 1, end: int | None = None
+    *,
+    repository_name: str,
+    path: str,
+    commit: str,
+    start: int = 1,
+    end: int | None = None,
+    visible: QuerySet[Repository] | None = None,
 ) -> SourceLines:
     """Lines `start..end` (1-based, inclusive) of `path` at `commit` in the repository named
     `repository_name`, read from the git cache. Raises the problems listed in the module's
     docstring (InvalidInput, NotFound, ServiceUnavailable, FileNotText, RangeNotSatisfiable)."""
     source_range_check(start=start, end=end)
     maximum = settings.SOURCE_LINES_MAX
-    repository = Repository.objects.filter(name=repository_name, enabled=True).first()
+    # A repository outside `visible` (a scoped key's) is answered as one not in the registry.
+    repository = (
+        (visible if visible is not None else Repository.objects.all())
+        .filter(name=repository_name, enabled=True)
+        .first()
+    )
     if repository is None:
         raise NotFound(f"No repository named {repository_name!r} is in the registry.")
     if not _path_is_plain(path) or not path_matches(path, repository.include, repository.exclude):

@@ -17,6 +17,7 @@ from agentplatform.query_params import query_validated
 from agentplatform.ratelimits import RateLimitedViewMixin
 from agentplatform.renderers import JSONRenderer, PlainTextRenderer
 from groundtruth.search_views import AUTH_ERRORS
+from groundtruth.selectors import repository_visible_queryset
 from groundtruth.source_lines import read_source_lines
 from groundtruth.source_serializers import (
     SourceLinesQuerySerializer,
@@ -81,6 +82,7 @@ class SourceLinesViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             commit=data["commit"],
             start=data["start"],
             end=data.get("end"),
+            visible=repository_visible_queryset(viewer=request.user),
         )
         if isinstance(request.accepted_renderer, PlainTextRenderer):
             response = Response(source_lines_text(source))

@@ -37,6 +37,7 @@ from groundtruth.ingest.runs import (
     ingest_runs_stale_clear,
 )
 from groundtruth.models import IngestTrigger, Repository
+from groundtruth.question_audit import asked_questions_purge
 from groundtruth.services import ingest_request
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,12 @@ def ingest_all(trigger: str = IngestTrigger.BEAT) -> list[int]:
 @shared_task(name="groundtruth.tasks.ingest_runs_stale_clear_task")
 def ingest_runs_stale_clear_task() -> int:
     return ingest_runs_stale_clear()
+
+
+@shared_task(name="groundtruth.tasks.asked_questions_purge_task")
+def asked_questions_purge_task() -> int:
+    """Daily (beat): the audit of questions older than QUESTION_AUDIT_RETENTION_DAYS goes."""
+    return asked_questions_purge()
 
 
 @worker_ready.connect

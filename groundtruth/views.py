@@ -84,13 +84,15 @@ class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         auth=SERVICE_OPENAPI_SECURITY,
     )
     def list(self, request: Request) -> Response:
-        registry = selectors.registry_current()
+        registry = selectors.registry_current(viewer=request.user)
         return Response(
             {
                 "registry": RegistrySummarySerializer(registry).data if registry else None,
                 "repositories": RepositoryListSerializer()
                 .fields["repositories"]
-                .to_representation(selectors.repository_list()),
+                .to_representation(
+                    selectors.repository_list(visible=selectors.repository_visible_queryset(viewer=request.user))
+                ),
             }
         )
 
@@ -141,6 +143,7 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
             repository_name=payload.validated_data.get("repo"),
             ref=payload.validated_data.get("ref"),
             trigger=trigger,
+            visible=selectors.repository_visible_queryset(viewer=request.user),
         )
         runs = []
         for item in requests:
@@ -163,7 +166,9 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
     )
     def retrieve(self, request: Request, run_id: int) -> Response:
         ingest_runs_stale_clear()
-        run = selectors.ingest_run_get(run_id=run_id)
+        run = selectors.ingest_run_get(
+            run_id=run_id, visible=selectors.repository_visible_queryset(viewer=request.user)
+        )
         return Response(IngestRunSerializer(run).data)
 
     @extend_schema(
@@ -188,7 +193,11 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         ingest_runs_stale_clear()
         limit = query["limit"]
         runs = selectors.ingest_run_list(
-            repository_name=query.get("repo"), status=query.get("status"), limit=limit, before=query.get("before")
+            repository_name=query.get("repo"),
+            status=query.get("status"),
+            limit=limit,
+            before=query.get("before"),
+            visible=selectors.repository_visible_queryset(viewer=request.user),
         )
         headers = {}
         if len(runs) == limit:

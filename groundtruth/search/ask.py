@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from groundtruth.models import Repository
 from groundtruth.search.abstention import AbstentionAssessment, abstention_assess
@@ -119,6 +120,7 @@ def question_answer(
     *,
     question: str,
     repository_names: list[str] | None,
+    visible: QuerySet[Repository] | None = None,
     fusion: FusionParameters | None = None,
     abstention_model: AbstentionModel | None = None,
     abstention_threshold: float | None = None,
@@ -127,6 +129,7 @@ def question_answer(
     return question_answer_explained(
         question=question,
         repository_names=repository_names,
+        visible=visible,
         fusion=fusion,
         abstention_model=abstention_model,
         abstention_threshold=abstention_threshold,
@@ -137,12 +140,13 @@ def question_answer_explained(
     *,
     question: str,
     repository_names: list[str] | None,
+    visible: QuerySet[Repository] | None = None,
     fusion: FusionParameters | None = None,
     abstention_model: AbstentionModel | None = None,
     abstention_threshold: float | None = None,
 ) -> AskExplanation:
     """Answers `question` from the indexed chunks of the named (default: all enabled)
-    repositories.
+    repositories of `visible` (default: all; see search_scope_resolve).
 
     - The passages do not answer it (the abstention model's probability is below
       ASK_ABSTENTION_THRESHOLD, or the language model says so): sources_missing, no answer, no
@@ -155,7 +159,7 @@ def question_answer_explained(
     `fusion` and the abstention model and threshold default to the configured ones (benchmarks
     pass their own).
     """
-    repositories = search_scope_resolve(names=repository_names)
+    repositories = search_scope_resolve(names=repository_names, visible=visible)
     outcome = chunk_search(query=question, repositories=repositories, limit=settings.ASK_CITATION_COUNT, fusion=fusion)
     assessment = abstention_assess(outcome, question=question, model=abstention_model, threshold=abstention_threshold)
     evidence = _evidence(assessment)

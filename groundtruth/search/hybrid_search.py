@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import QuerySet
 
 from agentplatform.errors import InvalidInput
 from groundtruth.judge.scoring import ActiveJudge, judge_in_use, passages_judge
@@ -66,10 +67,11 @@ class SearchOutcome:
     relevances: dict[int, float] = field(default_factory=dict)  # of the re-ranked candidates
 
 
-def search_scope_resolve(*, names: list[str] | None) -> list[Repository]:
-    """The enabled repositories to search: all of them, or those named (each must exist and be
-    enabled; the error names every one that does not)."""
-    enabled = Repository.objects.filter(enabled=True).order_by("name")
+def search_scope_resolve(*, names: list[str] | None, visible: QuerySet[Repository] | None = None) -> list[Repository]:
+    """The enabled repositories to search, of `visible` (all when None: selectors.
+    repository_visible_queryset): all of them, or those named (each must exist, be enabled and
+    visible; the error names every one that does not, and lists only visible ones as known)."""
+    enabled = (visible if visible is not None else Repository.objects.all()).filter(enabled=True).order_by("name")
     if names is None:
         return list(enabled)
     wanted = list(dict.fromkeys(names))

@@ -17,6 +17,7 @@ from agents.services import api_key_create
 from tests.adminpages import changelist_cells, changelist_headers
 from tests.agents.factories import AgentFactory, bearer, wallet_session_for
 from tests.auth.signing import WALLET
+from tests.groundtruth.factories import RepositoryFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.auth.urls_probe")]
 
@@ -195,3 +196,49 @@ def test_wallet_sessions_are_listed_and_revocable_but_not_creatable(admin_client
     assert add.status_code == 403
     assert WalletSession.objects.get().revoked_at is not None
     assert api_client.get("/api/probe/whoami", **bearer(token)).status_code == 401
+
+
+def test_a_key_limited_to_repositories_is_created_in_the_admin_and_shown_on_its_page(admin_client):
+    RepositoryFactory(name="acme/handbook", owners=["docs-team"])
+    RepositoryFactory(name="platform/runbooks", owners=["platform"])
+
+    create_through_admin(
+        admin_client, scopes=["read"], scope_repositories="acme/handbook, acme/handbook", scope_owners="platform"
+    )
+
+    key = ApiKey.objects.get()
+    assert (key.scope_repositories, key.scope_owners) == (["acme/handbook"], ["platform"])
+    page = admin_client.get(reverse("admin:agents_apikey_change", args=[key.pk])).content.decode()
+    assert '<div class="readonly">acme/handbook, owner platform</div>' in page
+
+
+def test_an_unscoped_key_page_says_it_reads_every_repository(admin_client):
+    key, _ = api_key_create(kind=ApiKeyKind.SERVICE, name="all", scopes=["read"])
+
+    page = admin_client.get(reverse("admin:agents_apikey_change", args=[key.pk])).content.decode()
+
+    assert '<div class="readonly">all</div>' in page
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        (
+            {"scope_repositories": "acme/nope"},
+            "unknown repositories [&#x27;acme/nope&#x27;]: not listed in the source registry",
+        ),
+        (
+            {"scope_owners": "nobody"},
+            "unknown owners [&#x27;nobody&#x27;]: no repository of the source registry lists them",
+        ),
+    ],
+)
+def test_a_scope_naming_an_unknown_repository_or_owner_is_a_form_error_and_creates_nothing(admin_client, fields, error):
+    RepositoryFactory(name="acme/handbook", owners=["docs-team"])
+
+    response = create_through_admin(admin_client, scopes=["read"], **fields)
+
+    assert response.status_code == 200
+    assert error in response.content.decode()
+    assert not SECRET.search(response.content.decode())
+    assert ApiKey.objects.count() == 0

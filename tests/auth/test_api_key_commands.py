@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents.models import ApiKey
 from tests.agents.factories import AgentFactory, bearer
 from tests.auth.signing import WALLET
+from tests.groundtruth.factories import RepositoryFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.auth.urls_probe")]
 
@@ -126,3 +127,44 @@ def test_revoking_an_unknown_key_fails_and_changes_nothing():
 
     assert str(failure.value) == "No API key with prefix or lookup 'sk_000000000000'."
     assert ApiKey.objects.get().revoked_at is None
+
+
+def test_service_key_limited_to_repositories_and_owners_says_so():
+    RepositoryFactory(name="acme/handbook", owners=["docs-team"])
+    RepositoryFactory(name="platform/runbooks", owners=["platform"])
+
+    out, err = run(
+        "create_api_key", "--kind", "service", "--scope", "read", "--name", "docs",
+        "--repo", "acme/handbook", "--owner", "platform", "--owner", "platform",
+    )  # fmt: skip
+
+    key = ApiKey.objects.get()
+    assert (key.scope_repositories, key.scope_owners) == (["acme/handbook"], ["platform"])
+    assert err == (
+        f"Created service key sk_{key.lookup} ('docs', scopes read; only acme/handbook, owner platform). "
+        "The secret below is shown only now; store it safely.\n"
+    )
+    assert out.startswith("sk_")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--repo", "acme/nope"],
+            "scope_repositories: unknown repositories ['acme/nope']: not listed in the source registry",
+        ),
+        (
+            ["--owner", "nobody"],
+            "scope_owners: unknown owners ['nobody']: no repository of the source registry lists them",
+        ),
+    ],
+)
+def test_a_scope_naming_an_unknown_repository_or_owner_fails_and_creates_nothing(args, message):
+    RepositoryFactory(name="acme/handbook", owners=["docs-team"])
+
+    with pytest.raises(CommandError) as failure:
+        run("create_api_key", "--kind", "service", "--scope", "read", "--name", "x", *args)
+
+    assert str(failure.value) == message
+    assert ApiKey.objects.count() == 0

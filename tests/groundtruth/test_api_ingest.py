@@ -283,3 +283,30 @@ def test_errors_stored_before_the_rule_are_served_without_server_paths(api_clien
     repos = api_client.get("/repos", **bearer(secret)).json()
     assert repos["repositories"][0]["latest_run"]["error"] == served
     assert repos["registry"]["last_error"] == "cannot read VAR_DIR/demo-sources/registry"
+
+
+def test_post_from_a_key_limited_to_other_repositories_is_the_unlisted_404_and_queues_nothing(
+    api_client, registry_repo, handbook
+):
+    registry_repo(
+        sources_yaml(
+            {"name": "acme/a", "url": str(handbook.path), "owners": ["docs-team"], **HANDBOOK_GLOBS},
+            {"name": "acme/b", "url": str(handbook.path), "owners": ["platform"], **HANDBOOK_GLOBS},
+        )
+    )
+    # The first POST loads the registry (the key's names are checked against it).
+    api_client.post("/ingest/repo", {"repo": "acme/none"}, format="json", **bearer(service_key("ingest")))
+    _, secret = api_key_create(kind=ApiKeyKind.SERVICE, name="docs", scopes=["ingest"], scope_owners=["docs-team"])
+
+    out_of_scope = api_client.post("/ingest/repo", {"repo": "acme/b"}, format="json", **bearer(secret))
+    unlisted = api_client.post("/ingest/repo", {"repo": "acme/c"}, format="json", **bearer(secret))
+    assert IngestRun.objects.count() == 0
+    every = api_client.post("/ingest/repo", {}, format="json", **bearer(secret))
+
+    assert (out_of_scope.status_code, unlisted.status_code) == (404, 404)
+    assert out_of_scope.json() == {
+        **unlisted.json(),
+        "detail": "Repository 'acme/b' is not listed in the source registry.",
+    }
+    assert [(run["repo"], run["created"]) for run in every.json()["runs"]] == [("acme/a", True)]
+    assert list(IngestRun.objects.values_list("repository__name", flat=True)) == ["acme/a"]

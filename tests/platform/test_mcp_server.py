@@ -23,19 +23,19 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
 from agentplatform.demo.brand_assets import png_bytes
-from agents.models import ApiKeyKind
+from agents.models import ApiKey, ApiKeyKind
 from agents.services import api_key_create
 from brandassets.content_cache import asset_record_cache, blob_contents
 from brandassets.services import asset_registry_sync
 from groundtruth.embeddings import _backend_for
 from groundtruth.ingest.foreground import ingest_foreground
-from groundtruth.models import IngestStatus
+from groundtruth.models import AskedQuestion, IngestStatus, Repository
 from tests import celeryworker
 from tests.brandassets.conftest import REGISTRY_TEMPLATE, brand_work_tree
 from tests.embeddingserver import EmbeddingServer
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, HANDBOOK_INDEX, sources_yaml
-from tests.groundtruth.factories import bearer, service_key
+from tests.groundtruth.factories import RepositoryFactory, bearer, service_key
 from tests.liveserver import procfile_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -615,3 +615,84 @@ def test_subscriptions_listen_is_answered_method_not_found_as_json_not_held_open
         "id": 7,
         "error": {"code": -32601, "message": "Method not found", "data": "subscriptions/listen"},
     }
+
+
+# --- Keys limited to repositories ----------------------------------------------------------------
+
+
+def scoped_reader(**scope: list[str]) -> str:
+    return api_key_create(kind=ApiKeyKind.SERVICE, name="scoped", scopes=["read"], **scope)[1]
+
+
+@pytest.fixture
+def teams(indexed) -> dict[str, str]:
+    """Keys for acme/handbook (ingested), for acme/tools (the same GitHub owner's other
+    repository, listed with owners docs-team) and for another team's repositories."""
+    RepositoryFactory(name="acme/tools", owners=["docs-team"])
+    RepositoryFactory(name="platform/runbooks", owners=["platform"])
+    return {
+        "owner": scoped_reader(scope_repositories=["acme/handbook"]),
+        "teammate": scoped_reader(scope_owners=["docs-team"]),
+        "outsider": scoped_reader(scope_owners=["platform"]),
+    }
+
+
+def test_list_repositories_gives_only_the_keys_repositories_as_get_repos_does(mcp, teams, api_client):
+    for who, expected in [
+        ("owner", ["acme/handbook"]),
+        ("teammate", ["acme/tools"]),
+        ("outsider", ["platform/runbooks"]),
+    ]:
+        result = call_tool(mcp.url, teams[who], "list_repositories", {})
+        rest = api_client.get("/repos", **bearer(teams[who]))
+        assert result.structured_content == rest.json()
+        assert [repository["name"] for repository in rest.json()["repositories"]] == expected, who
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("search_docs", {"query": "ACME_TOKEN", "repo": "acme/handbook"}),
+        ("ask", {"question": "Where do I set ACME_TOKEN?", "repos": ["acme/handbook"]}),
+        ("read_source", {"repo": "acme/handbook", "path": "docs/index.md", "commit": "HEAD_COMMIT"}),
+    ],
+)
+def test_an_out_of_scope_repository_is_the_same_tool_error_as_an_unknown_one(mcp, teams, tool, arguments):
+    arguments = {name: mcp.handbook.head() if value == "HEAD_COMMIT" else value for name, value in arguments.items()}
+    seen = call_tool(mcp.url, teams["owner"], tool, arguments)
+    teammate = call_tool(mcp.url, teams["teammate"], tool, arguments)
+    outsider = call_tool(mcp.url, teams["outsider"], tool, arguments)
+    Repository.objects.filter(name="acme/handbook").delete()
+    teammate_unknown = call_tool(mcp.url, teams["teammate"], tool, arguments)
+    outsider_unknown = call_tool(mcp.url, teams["outsider"], tool, arguments)
+
+    assert seen.is_error is False
+    assert (teammate.is_error, outsider.is_error) == (True, True)
+    assert text_of(teammate) == text_of(teammate_unknown)
+    assert text_of(outsider) == text_of(outsider_unknown)
+    assert "platform/runbooks" not in text_of(teammate)
+    assert "acme/tools" not in text_of(outsider)
+
+
+def test_search_docs_without_repo_searches_only_the_keys_repositories(mcp, teams):
+    owner = call_tool(mcp.url, teams["owner"], "search_docs", {"query": "ACME_TOKEN environment"})
+    teammate = call_tool(mcp.url, teams["teammate"], "search_docs", {"query": "ACME_TOKEN environment"})
+
+    assert {hit["citation"]["repo"] for hit in owner.structured_content["results"]} == {"acme/handbook"}
+    assert teammate.structured_content == {"query": "ACME_TOKEN environment", "results": []}
+
+
+def test_search_docs_and_ask_calls_are_recorded_in_the_audit_of_questions(mcp, reader, indexed):
+    call_tool(mcp.url, reader, "search_docs", {"query": "ACME_TOKEN environment"})
+    call_tool(mcp.url, reader, "ask", {"question": "How do I rotate the Kubernetes ingress certificates?"})
+    call_tool(mcp.url, reader, "list_repositories", {})
+
+    prefix = ApiKey.objects.get().display_prefix
+    assert list(
+        AskedQuestion.objects.order_by("id").values_list(
+            "key_prefix", "via", "question", "repositories", "sources_missing"
+        )
+    ) == [
+        (prefix, "mcp:search_docs", "ACME_TOKEN environment", ["acme/handbook"], False),
+        (prefix, "mcp:ask", "How do I rotate the Kubernetes ingress certificates?", ["acme/handbook"], True),
+    ]

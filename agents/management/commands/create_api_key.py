@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.errors import InvalidInput
-from agents.models import Agent, ApiKeyKind, ApiKeyScope
+from agents.models import Agent, ApiKey, ApiKeyKind, ApiKeyScope
 from agents.services import api_key_create
 
 
@@ -30,9 +30,33 @@ class Command(BaseCommand):
             default=[],
             help="Service keys: a scope (repeat for several).",
         )
+        parser.add_argument(
+            "--repo",
+            dest="repositories",
+            action="append",
+            default=[],
+            metavar="OWNER/NAME",
+            help="Service keys: read only this repository (repeat for several; with --owner, either).",
+        )
+        parser.add_argument(
+            "--owner",
+            dest="owners",
+            action="append",
+            default=[],
+            help="Service keys: read only the repositories whose registry `owners` list this one (repeatable).",
+        )
 
     def handle(
-        self, *args: Any, kind: str, name: str, agent: str | None, wallet: str, scopes: list[str], **options: Any
+        self,
+        *args: Any,
+        kind: str,
+        name: str,
+        agent: str | None,
+        wallet: str,
+        scopes: list[str],
+        repositories: list[str],
+        owners: list[str],
+        **options: Any,
     ) -> None:
         bound_agent = None
         if agent:
@@ -40,16 +64,31 @@ class Command(BaseCommand):
             if bound_agent is None:
                 raise CommandError(f"No agent with instance_id {agent!r}.")
         try:
-            key, secret = api_key_create(kind=kind, name=name, agent=bound_agent, wallet_address=wallet, scopes=scopes)
+            key, secret = api_key_create(
+                kind=kind,
+                name=name,
+                agent=bound_agent,
+                wallet_address=wallet,
+                scopes=scopes,
+                scope_repositories=repositories,
+                scope_owners=owners,
+            )
         except InvalidInput as exc:
             raise CommandError(exc.detail) from exc
         binding = {
             str(ApiKeyKind.AGENT): f"agent {agent}",
             str(ApiKeyKind.USER): f"wallet {key.wallet_address}",
-            str(ApiKeyKind.SERVICE): f"scopes {', '.join(key.scopes)}",
+            str(ApiKeyKind.SERVICE): f"scopes {', '.join(key.scopes)}; {_repositories_text(key)}",
         }[kind]
         self.stderr.write(
             f"Created {kind} key {key.display_prefix} ({key.name!r}, {binding}). "
             "The secret below is shown only now; store it safely."
         )
         self.stdout.write(secret)
+
+
+def _repositories_text(key: ApiKey) -> str:
+    if not key.scope_repositories and not key.scope_owners:
+        return "every repository"
+    limited = [*key.scope_repositories, *(f"owner {owner}" for owner in key.scope_owners)]
+    return f"only {', '.join(limited)}"
