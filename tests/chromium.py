@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
@@ -119,7 +120,7 @@ class Browser:
         """Clicks the button and waits for the next page to load."""
         old_page = self.find("html")
         self.find(css).click()
-        WebDriverWait(self.driver, 10).until(expected_conditions.staleness_of(old_page))
+        WebDriverWait(self.driver, 10).until(_left_the_document(old_page))
 
     def login(self, username: str = STAFF_USERNAME, password: str = STAFF_PASSWORD) -> None:
         """Signs in through the admin's login form, as a person does."""
@@ -161,3 +162,22 @@ class Browser:
         self.driver.delete_all_cookies()
         self.driver.get("about:blank")
         self.driver.get_log("browser")
+
+
+def _left_the_document(element: WebElement):
+    """Like selenium's `staleness_of`, but Chromium may also answer a node that left the document
+    during the navigation with "Node with given id does not belong to the document" (an unknown
+    error, not a stale reference): that is the same outcome."""
+
+    def gone(_driver: WebDriver) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error):
+                return True
+            raise
+        return False
+
+    return gone
