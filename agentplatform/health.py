@@ -155,6 +155,14 @@ class HealthProbe:
         with self._lock:
             self._report = None
 
+    def checks_finish(self, timeout: float) -> None:
+        """Waits (at most `timeout` seconds in all) for checks still running after their deadline,
+        e.g. one waiting on a frozen Redis until its socket timeout: until they end, the next
+        report says "the previous check of it has not finished"."""
+        deadline = time.monotonic() + timeout
+        for thread in list(self._running.values()):
+            thread.join(max(0.0, deadline - time.monotonic()))
+
     def report(self) -> tuple[dict[str, object], bool]:
         timeout = settings.HEALTH_TIMEOUT_SECONDS
         # A second request waits for the one computing the report (at most about `timeout`).
