@@ -608,6 +608,9 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
                 )
             ask_table(f"/ask, {WORDINGS[wording]} questions (unanswerable questions have one wording):", rows)
 
+    if cross is not None:
+        breakdown_print(evaluation, shipped, cross)
+
     if len(evaluation.folds) > 1:
         fusion = rerank_fit(shipped, set(evaluation.folds), configured)
         final = questions_ask(evaluation, fusion=fusion)
@@ -619,6 +622,47 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
 
     if misses:
         misses_print(shipped)
+
+
+def _breakdown_row(label: str, shipped: Run, cross: Run, folds: set[str]) -> str:
+    """One line of figures for `folds`: cross-validated, in-sample in brackets."""
+
+    def figures(run: Run) -> tuple[RankMetrics, float, AskMetrics]:
+        paraphrased = run.select(wording="paraphrase", folds=folds)
+        verbatim = RankMetrics.of([answer.ranks["hybrid"] for answer in run.select(wording="verbatim", folds=folds)])
+        ranks = RankMetrics.of([answer.ranks["hybrid"] for answer in paraphrased])
+        asked = AskMetrics.of(paraphrased, run.select(wording="paraphrase", answerable=False, folds=folds))
+        return ranks, verbatim.recall_1, asked
+
+    (ranks, verbatim, asked), (ranks_in, verbatim_in, asked_in) = figures(cross), figures(shipped)
+    unanswerable = "   -  " if asked.missing_unanswerable is None else f"{asked.missing_unanswerable:.3f}"
+    unanswerable_in = "  -  " if asked_in.missing_unanswerable is None else f"{asked_in.missing_unanswerable:.3f}"
+    return (
+        f"  {label:<22} {ranks.recall_1:.3f} ({ranks_in.recall_1:.3f})  {ranks.recall_5:.3f} ({ranks_in.recall_5:.3f})"
+        f"  {ranks.mrr_10:.3f} ({ranks_in.mrr_10:.3f})  {verbatim:.3f} ({verbatim_in:.3f})"
+        f"  {asked.first_citation_hits:.3f} ({asked_in.first_citation_hits:.3f})"
+        f"  {asked.missing_answerable:.3f} ({asked_in.missing_answerable:.3f})"
+        f"  {unanswerable} ({unanswerable_in})"
+    )
+
+
+def breakdown_print(evaluation: EvaluationSet, shipped: Run, cross: Run) -> None:
+    """The service's figures per format (rst, Markdown), pooled and per repository: paraphrased
+    hybrid R@1, R@5 and MRR@10, FAQ-wording R@1, /ask first-citation hits and sources_missing on
+    answerable and unanswerable questions, cross-validated by repository, in-sample in brackets."""
+    print(
+        "\nper format and per repository, cross-validated (in-sample):\n"
+        "  folds                  para R@1         R@5              MRR@10           FAQ R@1          "
+        "1st citation     missing answ.    missing unansw."
+    )
+    folds = sorted(evaluation.folds)
+    for name in ("rst", "Markdown"):
+        of_format = {fold for fold in folds if repository_format(fold) == name}
+        if of_format:
+            print(_breakdown_row(f"{name} ({len(of_format)})", shipped, cross, of_format))
+    print(_breakdown_row("pooled", shipped, cross, set(folds)))
+    for fold in folds:
+        print(_breakdown_row(fold, shipped, cross, {fold}))
 
 
 def misses_print(run: Run) -> None:
