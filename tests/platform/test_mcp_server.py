@@ -413,27 +413,16 @@ def test_arguments_the_service_refuses_are_tool_errors_with_its_message(mcp, rea
     assert text_of(result) == f"Error executing tool {tool}: {message}"
 
 
+# Each rule's wording is pinned in process (tests/platform/test_mcp_messages.py); here two of them
+# show that the same text reaches a client over HTTP.
 @pytest.mark.parametrize(
     ("tool", "arguments", "message"),
     [
         ("search_docs", {"query": "broker", "limit": 0}, "limit: must be at least 1"),
-        ("search_docs", {"query": "x" * 501}, "query: may be at most 500 characters"),
-        ("search_docs", {}, "query: is required"),
-        ("ask", {"question": "Why?", "repos": []}, "repos: must hold at least 1 item(s)"),
         (
             "read_source",
             {"repo": "acme/handbook", "path": "docs/index.md", "commit": "main"},
             "commit: must match the pattern ^[0-9a-fA-F]{7,64}$",
-        ),
-        (
-            "read_source",
-            {"repo": "acme/handbook", "path": "docs/index.md", "commit": "abcdef0", "start": 0},
-            "start: must be at least 1",
-        ),
-        (
-            "fetch_brand_asset",
-            {"product": "acme-app", "kind": "logo", "asset_index": -1},
-            "asset_index: must be at least 0",
         ),
     ],
 )
