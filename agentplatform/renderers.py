@@ -2,7 +2,9 @@
 
 A view returns `Response(RenderedJSON(text))` for a body built in SQL (agentplatform/sql_json.py)
 and this renderer sends those bytes as DRF's own rendering of the same data would be: compact,
-non-ASCII kept, U+2028 and U+2029 escaped. A client asking for an indent
+non-ASCII kept, U+2028 and U+2029 escaped. A body that is an object some of whose values are
+RenderedJSON (a serializer's output with a list written in SQL, see FlatRowSerializer) is written
+key by key, those values as they are. A client asking for an indent
 (`Accept: application/json; indent=2`) gets the document parsed and indented by DRF, as before.
 Everything else is rendered by DRF unchanged.
 """
@@ -38,11 +40,25 @@ class JSONRenderer(renderers.JSONRenderer):
     def render(
         self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
     ) -> bytes:
+        if isinstance(data, Mapping) and any(isinstance(value, RenderedJSON) for value in data.values()):
+            data = RenderedJSON(self._object_text(data))
         if isinstance(data, RenderedJSON):
             if self.get_indent(accepted_media_type or "", renderer_context or {}) is None:
                 return data.text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
             data = json.loads(data.text)
         return super().render(data, accepted_media_type, renderer_context)
+
+    def _object_text(self, data: Mapping[str, Any]) -> str:
+        """`data` as compact JSON text, its RenderedJSON values spliced in as written."""
+        members = (
+            f"{compact_json(key)}:{value.text if isinstance(value, RenderedJSON) else self._compact(value)}"
+            for key, value in data.items()
+        )
+        return "{" + ",".join(members) + "}"
+
+    def _compact(self, value: Any) -> str:
+        # DRF's encoder, for the values it knows beyond plain JSON (Decimal, datetime, ...).
+        return json.dumps(value, cls=self.encoder_class, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 class PlainTextRenderer(renderers.BaseRenderer):

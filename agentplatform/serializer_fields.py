@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictRegexField
 from agentplatform.money import MONEY
+from agentplatform.renderers import RenderedJSON
 from agentplatform.server_paths import server_paths_hidden
 from agentplatform.wallet_addresses import ADDRESS_PATTERN, ADDRESS_RULE, wallet_address_normalize
 
@@ -63,6 +64,17 @@ def _converter(field: serializers.Field) -> Callable[[Any], Any]:
     return lambda value: value
 
 
+class RowListSerializer(serializers.ListSerializer):
+    """A list of FlatRowSerializer rows; a list the database already wrote as JSON in the rows'
+    shape (agentplatform/sql_json.py's serializer_json_object) is passed on as it is, for the
+    renderer to send (agentplatform/renderers.py)."""
+
+    def to_representation(self, data: Any) -> Any:
+        if isinstance(data, RenderedJSON):
+            return data
+        return super().to_representation(data)
+
+
 class FlatRowSerializer(serializers.Serializer):
     # Output-only shape for the hot list endpoints.
     #
@@ -84,6 +96,9 @@ class FlatRowSerializer(serializers.Serializer):
             ]
             FlatRowSerializer._plan_cache[cls] = plan
         return plan
+
+    class Meta:
+        list_serializer_class = RowListSerializer
 
     def to_representation(self, row: Any) -> dict[str, Any]:
         if isinstance(row, Mapping):

@@ -3,9 +3,11 @@
 The busiest reads (the agent list, the chat feed, the price history) have the database render
 their rows: one SQL query returns the finished JSON text, so a request right after a write spends
 no time in the ORM, in psycopg's row loaders, in serializer fields or in the json module. The
-shape is the one their serializers declare (those still document it in the OpenAPI schema, and
-tests compare both renderings byte for byte). Each builder takes an SQL expression and returns
-the SQL of its JSON text; a NULL value is `null`, as the serializers write None.
+shape is defined once, by the serializer that documents it in the OpenAPI schema:
+`serializer_json_object` writes the SQL of that serializer's object from its declared fields (keys,
+order, and each value's builder from the field's type), given only the SQL expression each field
+is read from. Each builder takes an SQL expression and returns the SQL of its JSON text; a NULL
+value is `null`, as the serializers write None.
 
 - `json_text`: a JSON string. `to_json` escapes as Python's json module does with
   `ensure_ascii=False`: quote, backslash, \\b \\f \\n \\r \\t, other control characters as \\u00xx.
@@ -24,6 +26,9 @@ the SQL of its JSON text; a NULL value is `null`, as the serializers write None.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
+
+from rest_framework import serializers
 
 _KEY = re.compile(r"[a-z_][a-z0-9_]*")
 
@@ -59,3 +64,32 @@ def json_object(fields: list[tuple[str, str]]) -> str:
 def json_array(object_sql: str, *, order_by: str) -> str:
     """An aggregate: use it in the SELECT list of a query over the rows."""
     return f"'[' || coalesce(string_agg({object_sql}, ',' ORDER BY {order_by}), '') || ']'"
+
+
+def _builder(field: serializers.Field) -> Callable[[str], str]:
+    # What each field type's to_representation writes; a field type not listed has no SQL twin yet.
+    if isinstance(field, serializers.DecimalField) and field.coerce_to_string is False:
+        return json_number
+    if isinstance(field, serializers.DateTimeField):
+        return json_timestamp
+    if isinstance(field, serializers.CharField | serializers.ChoiceField):
+        return json_text
+    raise TypeError(f"no SQL JSON builder for {type(field).__name__}")
+
+
+def serializer_json_object(serializer_class: type[serializers.Serializer], values: Mapping[str, str]) -> str:
+    """The SQL of `serializer_class`'s JSON object: its declared fields in their order, each
+    written by the builder of its type (a number for a DecimalField sent as a number, a timestamp
+    for a DateTimeField, a string for a CharField or ChoiceField) from the SQL expression
+    `values[name]`. A field without an expression, or an expression naming no field, raises
+    ValueError (when the module that declares the SQL is imported): adding a field to the
+    serializer fails until its SQL is given."""
+    fields = serializer_class().fields
+    missing = [name for name in fields if name not in values]
+    unknown = [name for name in values if name not in fields]
+    if missing or unknown:
+        raise ValueError(
+            f"{serializer_class.__name__}'s SQL expressions do not match its fields:"
+            f" missing {missing or 'none'}, unknown {unknown or 'none'}"
+        )
+    return json_object([(name, _builder(field)(values[name])) for name, field in fields.items()])

@@ -9,20 +9,23 @@ from agentplatform.errors import NotFound
 from agentplatform.money import MONEY
 from agentplatform.prepared_statements import prepared_cursor
 from agentplatform.renderers import RenderedJSON
-from agentplatform.sql_json import json_array, json_number, json_object, json_text
+from agentplatform.sql_json import json_array, serializer_json_object
 from agents.models import Agent
+from agents.serializers import AgentSummarySerializer
 
-# The agent list in AgentSummarySerializer's shape, rendered by PostgreSQL (agentplatform/sql_json.py).
-_AGENT_SUMMARY_JSON = json_object(
-    [
-        ("instance_id", json_text("instance_id")),
-        ("name", json_text("name")),
-        ("status", json_text("status")),
-        ("balance", json_number("balance")),
-        ("total_revenue", json_number("total_revenue")),
-        ("total_costs", json_number("total_costs")),
-        ("burn_rate_hourly", json_number("burn_rate_hourly")),
-    ]
+# An agent of the list as AgentSummarySerializer writes it, rendered by PostgreSQL
+# (agentplatform/sql_json.py): each field from the column of the subquery below.
+_AGENT_SUMMARY_JSON = serializer_json_object(
+    AgentSummarySerializer,
+    {
+        "instance_id": "instance_id",
+        "name": "name",
+        "status": "status",
+        "balance": "balance",
+        "total_revenue": "total_revenue",
+        "total_costs": "total_costs",
+        "burn_rate_hourly": "burn_rate_hourly",
+    },
 )
 
 

@@ -48,7 +48,7 @@ class AgentViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     @cached_response
     def list(self, request: Request) -> Response:
         query = query_validated(AgentListQuerySerializer, request, remember=True)
-        # Written by PostgreSQL in AgentSummarySerializer's shape, which documents it in the schema.
+        # Written by PostgreSQL from AgentSummarySerializer's fields (agents/selectors.py).
         return Response(agent_list_json(status=query.get("status")))
 
     @extend_schema(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import connection
 from django.db.models import F, QuerySet, Value
@@ -11,25 +10,24 @@ from django.db.models.functions import Coalesce
 
 from agentplatform.prepared_statements import prepared_cursor
 from agentplatform.renderers import RenderedJSON
-from agentplatform.sql_json import json_array, json_object, json_text, json_timestamp
+from agentplatform.sql_json import json_array, serializer_json_object
 from agents.models import Agent
 from chat.models import ChatMessage
+from chat.serializers import ChatMessageSerializer
 
 SYSTEM_SENDER_NAME = "System"
 
 
-FEED_FIELDS = ("id", "sender_name", "sender_instance_id", "message", "message_type", "created_at")
-
-
-def chat_messages_with_sender() -> QuerySet[ChatMessage, dict[str, Any]]:
-    """Message rows (dicts) in feed shape, the sender's name and instance_id read in the same query.
+def chat_messages_with_sender() -> QuerySet[ChatMessage]:
+    """Messages annotated with what ChatMessageSerializer reads besides their columns: the
+    sender's name and instance_id, read in the same query.
 
     System messages have no agent: their sender is "System" with an empty instance_id.
     """
     return ChatMessage.objects.annotate(
         sender_name=Coalesce(F("agent__name"), Value(SYSTEM_SENDER_NAME)),
         sender_instance_id=Coalesce(F("agent__instance_id"), Value("")),
-    ).values(*FEED_FIELDS)
+    )
 
 
 @dataclass(frozen=True)
@@ -39,16 +37,19 @@ class ChatFeedPage:
     oldest_id: int | None  # where the next page starts (`before`)
 
 
-# A message in ChatMessageSerializer's shape, rendered by PostgreSQL (agentplatform/sql_json.py).
-_FEED_MESSAGE_JSON = json_object(
-    [
-        ("id", json_text("m.id")),
-        ("sender_name", json_text(f"coalesce(a.name, '{SYSTEM_SENDER_NAME}')")),
-        ("sender_instance_id", json_text("coalesce(a.instance_id, '')")),
-        ("message", json_text("m.message")),
-        ("message_type", json_text("m.message_type")),
-        ("created_at", json_timestamp("m.created_at")),
-    ]
+# A message as ChatMessageSerializer writes it, rendered by PostgreSQL (agentplatform/sql_json.py):
+# each field from its expression over the message `m` and its sender `a`, as chat_messages_with_sender
+# reads them.
+_FEED_MESSAGE_JSON = serializer_json_object(
+    ChatMessageSerializer,
+    {
+        "id": "m.id",
+        "sender_name": f"coalesce(a.name, '{SYSTEM_SENDER_NAME}')",
+        "sender_instance_id": "coalesce(a.instance_id, '')",
+        "message": "m.message",
+        "message_type": "m.message_type",
+        "created_at": "m.created_at",
+    },
 )
 # The newest visible messages (the partial index chat_message_visible_feed), each rendered once.
 _FEED_SQL = """
@@ -82,7 +83,7 @@ def chat_feed(*, limit: int, before: int | None = None) -> ChatFeedPage:
     return ChatFeedPage(body=RenderedJSON(body), count=count, oldest_id=oldest_id)
 
 
-def chat_message_get(*, message_id: int) -> dict[str, Any]:
+def chat_message_get(*, message_id: int) -> ChatMessage:
     """One message with its sender, hidden or not (an idempotent retry returns what was first returned)."""
     return chat_messages_with_sender().get(pk=message_id)
 

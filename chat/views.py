@@ -81,7 +81,7 @@ class ChatViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         if page.count == limit:
             next_url = request.build_absolute_uri(f"{request.path}?limit={limit}&before={page.oldest_id}")
             headers["Link"] = f'<{next_url}>; rel="next"'
-        # Written by PostgreSQL in ChatMessageSerializer's shape, which documents it in the schema.
+        # Written by PostgreSQL from ChatMessageSerializer's fields (chat/selectors.py).
         return Response(page.body, headers=headers)
 
     @extend_schema(

@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.db import connection
 
 from agentplatform.errors import NotFound
 from agentplatform.prepared_statements import prepared_cursor
-from agentplatform.renderers import RenderedJSON, compact_json
-from agentplatform.sql_json import json_array, json_number, json_object, json_timestamp
+from agentplatform.renderers import RenderedJSON
+from agentplatform.sql_json import json_array, serializer_json_object
 from coin.models import PricePoint, Wallet
+from coin.serializers import PriceSampleSerializer
 
 NO_PRICE_DATA = "There is no price data yet."
 PERCENT_PLACES = Decimal("0.01")
@@ -40,11 +41,15 @@ class CurrentPrice:
     timestamp: datetime
 
 
+# The samples as rows, or as JSON PostgreSQL wrote in PriceSampleSerializer's shape (RenderedJSON).
+Samples = TypeVar("Samples", list[PriceSample], RenderedJSON)
+
+
 @dataclass(frozen=True)
-class PriceHistory:
+class PriceHistory(Generic[Samples]):
     current: CurrentPrice
     price_change_percent: Decimal
-    history: list[PriceSample]
+    history: Samples
 
 
 # One statement, whose cost grows with `limit`, not with the number of points in the period:
@@ -92,16 +97,16 @@ FROM newest n CROSS JOIN points
 ORDER BY points.timestamp
 """
 )
-# The points as PriceSampleSerializer's JSON objects, written by PostgreSQL (agentplatform/sql_json.py).
+# A point as PriceSampleSerializer writes it, rendered by PostgreSQL (agentplatform/sql_json.py).
 # The price as float8 once per point (json_number refers to its value four times, and PostgreSQL
 # converts a numeric to float8 through text).
-_SAMPLE_JSON = json_object(
-    [("price", json_number("points.price_float")), ("timestamp", json_timestamp("points.timestamp"))]
+_SAMPLE_JSON = serializer_json_object(
+    PriceSampleSerializer, {"price": "points.price_float", "timestamp": "points.timestamp"}
 )
 _HISTORY_JSON_SQL = (
     _PERIOD_POINTS
     + f"""
-SELECT n.price, n.supply, {_FIRST_PRICE},
+SELECT n.timestamp, n.price, n.supply, {_FIRST_PRICE},
        (SELECT {json_array(_SAMPLE_JSON, order_by="points.timestamp")} FROM points)
 FROM newest n
 """
@@ -122,7 +127,7 @@ def _market_cap(price: Decimal, supply: Decimal) -> Decimal:
     return (price * supply).quantize(MONEY_PLACES, rounding=ROUND_HALF_UP)
 
 
-def price_history_get(*, period: timedelta, limit: int) -> PriceHistory:
+def price_history_get(*, period: timedelta, limit: int) -> PriceHistory[list[PriceSample]]:
     """The newest price point and at most `limit` points covering `period`, oldest first.
 
     The period ends at the newest price point, so `current` and `history` always describe the
@@ -137,6 +142,31 @@ def price_history_get(*, period: timedelta, limit: int) -> PriceHistory:
     if not rows:
         raise NotFound(NO_PRICE_DATA, code="no_price_data")
     _, _, newest_at, newest_price, supply, first_price = rows[0]
+    samples = [PriceSample(price=price, timestamp=timestamp) for timestamp, price, *_ in rows]
+    return _price_history(newest_at, newest_price, supply, first_price, history=samples)
+
+
+def price_history_json(*, period: timedelta, limit: int) -> PriceHistory[RenderedJSON]:
+    """What price_history_get reads, in one query that also writes the history as JSON
+    (GET /api/<COIN_SEGMENT>/history sends it through PriceHistorySerializer); 404 when there is
+    no price data at all."""
+    with prepared_cursor() as cursor:
+        cursor.execute(*_history_query(_HISTORY_JSON_SQL, period=period, limit=limit))
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound(NO_PRICE_DATA, code="no_price_data")
+    newest_at, newest_price, supply, first_price, history = row
+    return _price_history(newest_at, newest_price, supply, first_price, history=RenderedJSON(history))
+
+
+def _price_history(
+    newest_at: datetime,
+    newest_price: Decimal,
+    supply: Decimal,
+    first_price: Decimal,
+    *,
+    history: Samples,
+) -> PriceHistory[Samples]:
     return PriceHistory(
         current=CurrentPrice(
             price=newest_price,
@@ -145,27 +175,5 @@ def price_history_get(*, period: timedelta, limit: int) -> PriceHistory:
             timestamp=newest_at,
         ),
         price_change_percent=_change_percent(newest_price, first_price),
-        history=[PriceSample(price=price, timestamp=timestamp) for timestamp, price, *_ in rows],
-    )
-
-
-def price_history_json(*, period: timedelta, limit: int) -> RenderedJSON:
-    """GET /api/<COIN_SEGMENT>/history's body (PriceHistorySerializer's shape): what
-    price_history_get reads, in one query that also writes the history's JSON; 404 when there is
-    no price data at all."""
-    with prepared_cursor() as cursor:
-        cursor.execute(*_history_query(_HISTORY_JSON_SQL, period=period, limit=limit))
-        row = cursor.fetchone()
-    if row is None:
-        raise NotFound(NO_PRICE_DATA, code="no_price_data")
-    newest_price, supply, first_price, history = row
-    # The few numbers as DRF writes them (float), the history as PostgreSQL wrote it.
-    current = {
-        "price": float(newest_price),
-        "supply": float(supply),
-        "market_cap": float(_market_cap(newest_price, supply)),
-    }
-    change = float(_change_percent(newest_price, first_price))
-    return RenderedJSON(
-        f'{{"current":{compact_json(current)},"price_change_percent":{compact_json(change)},"history":{history}}}'
+        history=history,
     )

@@ -96,5 +96,6 @@ class CoinViewSet(RateLimitedViewMixin, viewsets.ViewSet):
     @cached_response
     def history(self, request: Request) -> Response:
         query = query_validated(HistoryQuerySerializer, request, remember=True)
-        # Written mostly by PostgreSQL in PriceHistorySerializer's shape, which documents it in the schema.
-        return Response(price_history_json(period=query["period"], limit=query["limit"]))
+        # `history` was written by PostgreSQL from PriceSampleSerializer's fields (coin/selectors.py).
+        history = price_history_json(period=query["period"], limit=query["limit"])
+        return Response(PriceHistorySerializer(history).data)
