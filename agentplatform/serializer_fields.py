@@ -27,6 +27,32 @@ class MoneyField(serializers.DecimalField):
         super().__init__(coerce_to_string=False, **kwargs)
 
 
+class RoundedFloatField(serializers.FloatField):
+    """A float sent rounded to `places` decimals (scores: more digits than that say nothing)."""
+
+    def __init__(self, *, places: int, **kwargs: Any) -> None:
+        self.places = places
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> float:  # type: ignore[override]  # the stubs say str; DRF's is a float
+        return round(float(value), self.places)
+
+
+class OmittedWhenEmptyCharField(serializers.CharField):
+    """An optional text left out of the output when it is None or "" (not required in the
+    schema), for members present only when they have something to say."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Not read_only: drf-spectacular lists a read-only field as required in a response.
+        super().__init__(required=False, **kwargs)
+
+    def get_attribute(self, instance: Any) -> Any:
+        value = super().get_attribute(instance)
+        if not value:
+            raise serializers.SkipField()
+        return value
+
+
 class BlankAsNullCharField(serializers.CharField):
     """An optional text column stored as "" and sent as null, so clients test one value for absent."""
 

@@ -27,7 +27,7 @@ from groundtruth.search_serializers import (
     QUERY_MAX_CHARS,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
-    ask_result_data,
+    AskResponseSerializer,
 )
 from groundtruth.serializers import IngestRunSerializer
 
@@ -82,7 +82,8 @@ def ask_console(request: HttpRequest, *, site: admin.AdminSite) -> HttpResponse:
         form.add_error(None, exc.detail)
         return TemplateResponse(request, "admin/console/ask.html", context, status=exc.status)
     context["inspection"] = passages_with_source_urls(inspection, request=request)
-    context["ask_json"] = json.dumps(ask_result_data(inspection.ask, request=request), indent=2, ensure_ascii=False)
+    ask = AskResponseSerializer(inspection.ask, context={"request": request}).data
+    context["ask_json"] = json.dumps(ask, indent=2, ensure_ascii=False)
     return TemplateResponse(request, "admin/console/ask.html", context)
 
 

@@ -24,13 +24,13 @@ from groundtruth.search_serializers import (
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
     AskRequestSerializer,
+    AskResponseSerializer,
     SearchQuerySerializer,
-    ask_result_data,
-    search_result_data,
+    SearchResponseSerializer,
 )
-from groundtruth.serializers import RegistrySummarySerializer, RepositoryListSerializer
+from groundtruth.serializers import RepositoryListSerializer
 from groundtruth.source_lines import read_source_lines
-from groundtruth.source_serializers import SourceLinesQuerySerializer, source_lines_data
+from groundtruth.source_serializers import SourceLinesQuerySerializer, SourceLinesSerializer
 
 RepositoryName = Annotated[
     str, Field(description="A repository as list_repositories names it: owner/name.", max_length=200)
@@ -67,8 +67,9 @@ def search_docs(
         repository_names=[repository.name for repository in repositories],
         sources_missing=not outcome.hits,
     )
-    request = WebTierRequest()
-    return {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
+    return SearchResponseSerializer(
+        {"query": data["q"], "results": outcome.hits}, context={"request": WebTierRequest()}
+    ).data
 
 
 @django_tool
@@ -99,7 +100,7 @@ def ask(
         repository_names=[searched["repo"] for searched in result.searched],
         sources_missing=result.sources_missing,
     )
-    return ask_result_data(result, request=WebTierRequest())
+    return AskResponseSerializer(result, context={"request": WebTierRequest()}).data
 
 
 @django_tool
@@ -133,7 +134,7 @@ def read_source(
         end=data.get("end"),
         visible=selectors.repository_visible_queryset(viewer=tool_caller()),
     )
-    return source_lines_data(source)
+    return SourceLinesSerializer(source).data
 
 
 @django_tool
@@ -142,14 +143,8 @@ def list_repositories() -> dict[str, Any]:
     state, the indexed commit and when it was indexed, file and chunk counts, the latest ingest
     run; and the registry they come from."""
     registry = selectors.registry_current(viewer=tool_caller())
-    return {
-        "registry": RegistrySummarySerializer(registry).data if registry else None,
-        "repositories": RepositoryListSerializer()
-        .fields["repositories"]
-        .to_representation(
-            selectors.repository_list(visible=selectors.repository_visible_queryset(viewer=tool_caller()))
-        ),
-    }
+    repositories = selectors.repository_list(visible=selectors.repository_visible_queryset(viewer=tool_caller()))
+    return RepositoryListSerializer({"registry": registry, "repositories": repositories}).data
 
 
 GROUND_TRUTH_TOOLS = (search_docs, ask, read_source, list_repositories)

@@ -108,7 +108,7 @@ class GitPushHookViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         outcome = push_hook_handle(hook=hook)
         headers = {REPLAYED_HEADER: "true"} if outcome.replayed else {}
         if outcome.ignored:
-            return Response({"ignored": outcome.ignored}, headers=headers)
+            return Response(PushIgnoredSerializer(outcome).data, headers=headers)
         runs = []
         for item in outcome.runs:
             item.run.created = item.created  # type: ignore[attr-defined]  # read by IngestAcceptedRunSerializer

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest
 from rest_framework import serializers
 
 from agentplatform.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
 from agentplatform.query_params import QueryIntegerField
+from agentplatform.serializer_fields import OmittedWhenEmptyCharField, RoundedFloatField
 from groundtruth.models import TrustTier
-from groundtruth.search.citations import citation_for
 from groundtruth.serializers import REPO_NAME_PATTERN
 from groundtruth.source_lines import source_lines_url
 
@@ -83,6 +82,30 @@ class AskRequestSerializer(StrictBodySerializer):
     scope = AskScopeSerializer(required=False)
 
 
+class SourceLinesUrlField(serializers.CharField):
+    """A citation's `source_url`: GET /sources/... for exactly its lines, absolute on the host and
+    scheme of the serializer's `request` (context)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(source="*", **kwargs)
+
+    def to_representation(self, citation: dict[str, Any]) -> str:  # type: ignore[override]  # the whole citation
+        return source_lines_url(
+            request=self.context["request"],
+            repo=citation["repo"],
+            path=citation["path"],
+            commit=citation["commit"],
+            start=citation["line"],
+            end=citation["end_line"],
+        )
+
+
+# The response serializers below say what they read in comments, not docstrings: drf-spectacular
+# prints a serializer's docstring as its schema's description.
+
+
+# A citation (groundtruth/search/citations.py's dict) with its `source_url`; needs the request in
+# the context.
 class CitationSerializer(serializers.Serializer):
     repo = serializers.CharField(help_text="Repository name (owner/name).")
     path = serializers.CharField(help_text="File path in the repository.")
@@ -96,7 +119,7 @@ class CitationSerializer(serializers.Serializer):
             "null for local and file:// repositories, which have no web page."
         ),
     )
-    source_url = serializers.CharField(
+    source_url = SourceLinesUrlField(
         help_text=(
             "GET /sources/{repo}/{path} for exactly these lines at this commit, on this service: the lines "
             "as the git cache holds them, to check what is cited."
@@ -104,13 +127,16 @@ class CitationSerializer(serializers.Serializer):
     )
 
 
+# A SearchHit (groundtruth/search/hybrid_search.py).
 class SearchResultSerializer(serializers.Serializer):
-    chunk_id = serializers.IntegerField()
-    text = serializers.CharField()
-    score = serializers.FloatField(
-        help_text="Fused score (weighted reciprocal ranks times the trust weight): how the candidates were picked."
+    chunk_id = serializers.IntegerField(source="chunk.pk")
+    text = serializers.CharField(source="chunk.text")
+    score = RoundedFloatField(
+        places=6,
+        help_text="Fused score (weighted reciprocal ranks times the trust weight): how the candidates were picked.",
     )
-    relevance = serializers.FloatField(
+    relevance = RoundedFloatField(
+        places=6,
         allow_null=True,
         help_text=(
             "The evidence score that orders the first SEARCH_RERANK_DEPTH (20) results: dense similarity, a "
@@ -118,19 +144,29 @@ class SearchResultSerializer(serializers.Serializer):
             "weight. null for a result beyond them (they follow in fused order) and without a dense leg."
         ),
     )
-    heading = serializers.ListField(child=serializers.CharField(), help_text="Heading trail, outermost first.")
-    trust = serializers.ChoiceField(choices=TrustTier.choices)
+    heading = serializers.ListField(
+        child=serializers.CharField(), source="chunk.heading", help_text="Heading trail, outermost first."
+    )
+    trust = serializers.ChoiceField(choices=TrustTier.choices, source="chunk.trust")
     citation = CitationSerializer()
 
 
+# GET /search's body, from {"query": ..., "results": [SearchHit, ...]}; needs the request in the
+# context (each citation's source_url).
 class SearchResponseSerializer(serializers.Serializer):
     query = serializers.CharField()
     results = SearchResultSerializer(many=True)
 
 
-class AskCitationSerializer(CitationSerializer):
+class CitedSnippetSerializer(serializers.Serializer):
     n = serializers.IntegerField(help_text="The number that [n] markers in the answer refer to.")
     snippet = serializers.CharField(help_text="The cited lines (line..end_line) of the passage.")
+
+
+# A citation of /ask: its number and snippet first, then the citation (DRF puts the bases' fields
+# in the bases' order).
+class AskCitationSerializer(CitedSnippetSerializer, CitationSerializer):
+    pass
 
 
 class SearchedRepositorySerializer(serializers.Serializer):
@@ -138,6 +174,8 @@ class SearchedRepositorySerializer(serializers.Serializer):
     commit = serializers.CharField(help_text="Indexed commit; empty if never ingested.")
 
 
+# POST /ask's body, from an AskResult (groundtruth/search/ask.py); needs the request in the context
+# (each citation's source_url).
 class AskResponseSerializer(serializers.Serializer):
     question = serializers.CharField()
     mode = serializers.ChoiceField(choices=["extractive", "generative"])
@@ -147,57 +185,7 @@ class AskResponseSerializer(serializers.Serializer):
     sources_missing = serializers.BooleanField()
     citations = AskCitationSerializer(many=True)
     searched = SearchedRepositorySerializer(many=True, help_text="The repositories searched, at their indexed commit.")
-    message = serializers.CharField(required=False, help_text="Present when sources are missing: what was searched.")
-    warning = serializers.CharField(
-        required=False, help_text="Present when the language model failed and extractive snippets were returned."
+    message = OmittedWhenEmptyCharField(help_text="Present when sources are missing: what was searched.")
+    warning = OmittedWhenEmptyCharField(
+        help_text="Present when the language model failed and extractive snippets were returned."
     )
-
-
-def search_result_data(hit: Any, *, request: HttpRequest | None = None) -> dict[str, Any]:
-    """A /search result; with `request`, its citation carries `source_url` on the request's host."""
-    chunk = hit.chunk
-    citation = citation_for(chunk, start_line=chunk.start_line, end_line=chunk.end_line)
-    return {
-        "chunk_id": chunk.pk,
-        "text": chunk.text,
-        "score": round(hit.score, 6),
-        "relevance": None if hit.relevance is None else round(hit.relevance, 6),
-        "heading": list(chunk.heading or []),
-        "trust": chunk.trust,
-        "citation": citation_with_source_url(citation, request=request),
-    }
-
-
-def ask_result_data(result: Any, *, request: HttpRequest | None = None) -> dict[str, Any]:
-    """An /ask answer; with `request`, each citation carries `source_url` on the request's host."""
-    data: dict[str, Any] = {
-        "question": result.question,
-        "mode": result.mode,
-        "answer": result.answer,
-        "sources_missing": result.sources_missing,
-        "citations": [citation_with_source_url(citation, request=request) for citation in result.citations],
-        "searched": result.searched,
-    }
-    if result.message:
-        data["message"] = result.message
-    if result.warning:
-        data["warning"] = result.warning
-    return data
-
-
-def citation_with_source_url(citation: dict[str, Any], *, request: HttpRequest | None) -> dict[str, Any]:
-    """`citation` with `source_url`, the absolute URL of its exact lines (GET /sources/...), when a
-    request says which host and scheme the client reached; as it is without one."""
-    if request is None:
-        return citation
-    return {
-        **citation,
-        "source_url": source_lines_url(
-            request=request,
-            repo=citation["repo"],
-            path=citation["path"],
-            commit=citation["commit"],
-            start=citation["line"],
-            end=citation["end_line"],
-        ),
-    }

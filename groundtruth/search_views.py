@@ -21,8 +21,6 @@ from groundtruth.search_serializers import (
     AskResponseSerializer,
     SearchQuerySerializer,
     SearchResponseSerializer,
-    ask_result_data,
-    search_result_data,
 )
 from groundtruth.selectors import repository_visible_queryset
 
@@ -72,9 +70,8 @@ class SearchViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             visible=repository_visible_queryset(viewer=request.user),
         )
         outcome = chunk_search(query=data["q"], repositories=repositories, limit=data["limit"])
-        response = Response(
-            {"query": data["q"], "results": [search_result_data(hit, request=request) for hit in outcome.hits]}
-        )
+        body = SearchResponseSerializer({"query": data["q"], "results": outcome.hits}, context={"request": request})
+        response = Response(body.data)
         asked_question_record_when_sent(
             response,
             caller=request.user,
@@ -141,7 +138,7 @@ class AskViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             repository_names=data.get("scope", {}).get("repos"),
             visible=repository_visible_queryset(viewer=request.user),
         )
-        response = Response(ask_result_data(result, request=request))
+        response = Response(AskResponseSerializer(result, context={"request": request}).data)
         asked_question_record_when_sent(
             response,
             caller=request.user,

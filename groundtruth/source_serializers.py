@@ -55,6 +55,8 @@ class SourceLinesQuerySerializer(serializers.Serializer):
         return attrs
 
 
+# GET /sources' JSON body, from a SourceLines (groundtruth/source_lines.py). (A comment: drf-spectacular
+# would print a docstring as the schema's description.)
 class SourceLinesSerializer(serializers.Serializer):
     repo = serializers.CharField(help_text="Repository name (owner/name).")
     path = serializers.CharField(help_text="File path in the repository.")
@@ -70,19 +72,6 @@ class SourceLinesSerializer(serializers.Serializer):
         allow_null=True,
         help_text="The blob's web page at that commit with a line anchor (http(s) repositories); null for local ones.",
     )
-
-
-def source_lines_data(source: SourceLines) -> dict[str, Any]:
-    return {
-        "repo": source.repo,
-        "path": source.path,
-        "commit": source.commit,
-        "start": source.start,
-        "end": source.end,
-        "line_count": source.line_count,
-        "lines": list(source.lines),
-        "url": source.url,
-    }
 
 
 def source_lines_text(source: SourceLines) -> str:

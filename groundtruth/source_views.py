@@ -22,7 +22,6 @@ from groundtruth.source_lines import read_source_lines
 from groundtruth.source_serializers import (
     SourceLinesQuerySerializer,
     SourceLinesSerializer,
-    source_lines_data,
     source_lines_text,
 )
 
@@ -87,7 +86,7 @@ class SourceLinesViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         if isinstance(request.accepted_renderer, PlainTextRenderer):
             response = Response(source_lines_text(source))
         else:
-            response = Response(source_lines_data(source))
+            response = Response(SourceLinesSerializer(source).data)
         # One URL, two representations: a shared cache must key them by Accept.
         patch_vary_headers(response, ["Accept"])
         return response

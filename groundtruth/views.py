@@ -31,7 +31,6 @@ from groundtruth.serializers import (
     IngestRequestSerializer,
     IngestRunListQuerySerializer,
     IngestRunSerializer,
-    RegistrySummarySerializer,
     RepositoryListSerializer,
 )
 
@@ -60,7 +59,9 @@ class HealthViewSet(viewsets.ViewSet):
     )
     def list(self, request: Request) -> Response:
         report, serving = health_report()
-        return Response(report, status=status.HTTP_200_OK if serving else status.HTTP_503_SERVICE_UNAVAILABLE)
+        return Response(
+            HealthSerializer(report).data, status=status.HTTP_200_OK if serving else status.HTTP_503_SERVICE_UNAVAILABLE
+        )
 
 
 class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
@@ -85,16 +86,8 @@ class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
     )
     def list(self, request: Request) -> Response:
         registry = selectors.registry_current(viewer=request.user)
-        return Response(
-            {
-                "registry": RegistrySummarySerializer(registry).data if registry else None,
-                "repositories": RepositoryListSerializer()
-                .fields["repositories"]
-                .to_representation(
-                    selectors.repository_list(visible=selectors.repository_visible_queryset(viewer=request.user))
-                ),
-            }
-        )
+        repositories = selectors.repository_list(visible=selectors.repository_visible_queryset(viewer=request.user))
+        return Response(RepositoryListSerializer({"registry": registry, "repositories": repositories}).data)
 
 
 class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -14,6 +15,7 @@ from django.db.models import QuerySet
 from agentplatform.errors import InvalidInput
 from groundtruth.judge.scoring import ActiveJudge, judge_in_use, passages_judge
 from groundtruth.models import Chunk, Repository
+from groundtruth.search.citations import citation_for
 from groundtruth.search.dense_search import DenseHit, dense_candidates
 from groundtruth.search.fusion import (
     FusedHit,
@@ -48,6 +50,11 @@ class SearchHit:
     matched_lexemes: tuple[str, ...]
     relevance: float | None = None  # reranking.relevance; None outside the re-ranked candidates
     judge_score: float | None = None  # the relevance judge's; None without a judge or outside its depth
+
+    @property
+    def citation(self) -> dict[str, Any]:
+        """The citation of the whole chunk, as /search gives it."""
+        return citation_for(self.chunk, start_line=self.chunk.start_line, end_line=self.chunk.end_line)
 
 
 @dataclass

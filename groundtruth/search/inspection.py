@@ -85,7 +85,7 @@ class SourcesMissingEvidence:
 class QuestionInspection:
     question: str
     repositories: list[str]  # searched, by name
-    ask: AskResult  # exactly what POST /ask answers (groundtruth.search_serializers.ask_result_data)
+    ask: AskResult  # exactly what POST /ask answers (through groundtruth.search_serializers.AskResponseSerializer)
     citations: list[InspectedPassage]  # one per ask citation
     hits: list[InspectedPassage]  # exactly the hits of GET /search, best first
     evidence: SourcesMissingEvidence

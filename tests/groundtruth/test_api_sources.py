@@ -15,7 +15,7 @@ from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.git_access import GitError, GitRepository
 from groundtruth.models import Chunk, IngestStatus, Repository
 from groundtruth.search.citations import citation_for
-from groundtruth.search_serializers import citation_with_source_url
+from groundtruth.search_serializers import CitationSerializer
 from groundtruth.source_lines import read_source_lines
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, HANDBOOK_INDEX, sources_yaml
@@ -406,9 +406,9 @@ def test_every_chunk_of_a_real_documentation_corpus_is_its_files_lines(
 
     assert len(chunks) == 196  # every chunk of the 50 files: no sample, all of them
     for chunk in chunks:
-        citation = citation_with_source_url(
-            citation_for(chunk, start_line=chunk.start_line, end_line=chunk.end_line), request=request
-        )
+        citation = CitationSerializer(
+            citation_for(chunk, start_line=chunk.start_line, end_line=chunk.end_line), context={"request": request}
+        ).data
         source = api_client.get(citation["source_url"], **reader)
         assert source.status_code == 200, (citation, source.content)
         assert source.json()["lines"] == chunk.text.split("\n"), citation
