@@ -50,15 +50,17 @@ class JSONRenderer(renderers.JSONRenderer):
 
     def _object_text(self, data: Mapping[str, Any]) -> str:
         """`data` as compact JSON text, its RenderedJSON values spliced in as written."""
+        encode = _compact_encoder.encode
         members = (
-            f"{compact_json(key)}:{value.text if isinstance(value, RenderedJSON) else self._compact(value)}"
+            f"{encode(key)}:{value.text if isinstance(value, RenderedJSON) else encode(value)}"
             for key, value in data.items()
         )
         return "{" + ",".join(members) + "}"
 
-    def _compact(self, value: Any) -> str:
-        # DRF's encoder, for the values it knows beyond plain JSON (Decimal, datetime, ...).
-        return json.dumps(value, cls=self.encoder_class, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+# DRF's encoder (it knows Decimal, datetime, ... beyond plain JSON) set as DRF's JSONRenderer sets it
+# for a compact answer; one instance, as json.dumps would build one per call.
+_compact_encoder = JSONRenderer.encoder_class(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 class PlainTextRenderer(renderers.BaseRenderer):

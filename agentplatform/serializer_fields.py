@@ -79,6 +79,9 @@ def _text(value: Any) -> str | None:
 
 
 def _converter(field: serializers.Field) -> Callable[[Any], Any]:
+    if isinstance(field, FlatRowSerializer | RowListSerializer):
+        # A nested row or list of rows, written by its own plan (or passed on as the database wrote it).
+        return field.to_representation
     if isinstance(field, serializers.DecimalField):
         return _number
     if isinstance(field, serializers.DateTimeField):
@@ -106,9 +109,11 @@ class FlatRowSerializer(serializers.Serializer):
     #
     # The declared fields document the shape (OpenAPI); `to_representation` reads each one straight
     # from a row (a `.values()` dict or an object) with a converter picked once per class: Decimal
-    # -> JSON number, datetime -> ISO 8601 UTC with `Z`, ids -> strings. The result equals DRF's own
-    # field-by-field output for the same declared fields (money is already at its scale in the
-    # database), about ten times faster on a page of 100 rows, which the benchmarks need.
+    # -> JSON number, datetime -> ISO 8601 UTC with `Z`, ids -> strings, a nested FlatRowSerializer
+    # (or a list of them) by its own plan. The result equals DRF's own field-by-field output for the
+    # same declared fields (money is already at its scale in the database or the selector), about
+    # ten times faster on a page of 100 rows, which the benchmarks need; and it skips DRF's copy of
+    # every declared field per serializer instance (about half a millisecond for a nested shape).
     # (A comment, not a docstring: drf-spectacular would print a docstring in every subclass's schema.)
 
     _plan_cache: ClassVar[dict[type, list[tuple[str, str, Callable[[Any], Any]]]]] = {}

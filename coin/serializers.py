@@ -87,7 +87,7 @@ class PriceSampleSerializer(FlatRowSerializer):
     timestamp = serializers.DateTimeField(read_only=True)
 
 
-class PriceHistorySerializer(serializers.Serializer):
+class PriceHistorySerializer(FlatRowSerializer):
     """The token's newest price and its history over the requested period."""
 
     current = CurrentPriceSerializer(read_only=True, help_text="The newest price point.")

@@ -18,6 +18,8 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.renderers import JSONRenderer
 
+from agentplatform.renderers import JSONRenderer as APIJSONRenderer
+from agentplatform.renderers import RenderedJSON
 from agentplatform.sql_json import json_number, json_object, json_text, json_timestamp
 from agents.models import Agent, AgentStatus
 from agents.serializers import AgentSummarySerializer
@@ -114,6 +116,19 @@ def test_a_key_that_is_not_a_plain_name_is_refused():
         json_object([('a"b', json_text("1"))])
 
 
+def test_an_object_with_a_member_written_by_the_database_is_sent_with_that_member_as_written():
+    data = {"amount": Decimal("1.50"), "rows": RenderedJSON('[{"a":"\u2028"}]'), "text": "é\u2029"}
+
+    assert APIJSONRenderer().render(data) == '{"amount":1.5,"rows":[{"a":"\\u2028"}],"text":"é\\u2029"}'.encode()
+    assert APIJSONRenderer().render(data, "application/json; indent=2") == drf_rendering_indented(
+        {"amount": 1.5, "rows": [{"a": "\u2028"}], "text": "é\u2029"}
+    )
+
+
+def drf_rendering_indented(data: object) -> bytes:
+    return JSONRenderer().render(data, "application/json; indent=2")
+
+
 # --- the endpoints ------------------------------------------------------------------------------
 
 
@@ -173,3 +188,17 @@ def test_price_history_is_what_drf_writes_from_the_history_serializer(api_client
         hours = int(period[:-1]) * (24 if period.endswith("d") else 1)
         history = price_history_get(period=timedelta(hours=hours), limit=limit)
         assert response.content == drf_rendering(PriceHistorySerializer(history).data)
+
+
+def test_price_history_asked_indented_is_what_drf_writes_indented(api_client):
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+    for n, price in enumerate(["0.5", "300", "2.00000001"]):
+        PricePointFactory(timestamp=start + timedelta(hours=n), price=Decimal(price), supply=Decimal("1000000"))
+
+    response = api_client.get(
+        f"/api/{settings.COIN_SEGMENT}/history", {"period": "1d"}, HTTP_ACCEPT="application/json; indent=2"
+    )
+
+    history = price_history_get(period=timedelta(days=1), limit=100)
+    assert response.content == drf_rendering_indented(PriceHistorySerializer(history).data)
+    assert response.content.startswith(b'{\n  "current": {\n    "price": 2.00000001,')
