@@ -1,9 +1,9 @@
 """JSON written by PostgreSQL is byte for byte what DRF writes from the serializers for the same rows.
 
-The agent list, the chat feed and the price history are rendered in SQL (agentplatform/sql_json.py);
-their serializers document the shape. These tests render the same rows both ways, with values
-chosen where the two could part: escapes, non-ASCII, U+2028, whole and tiny amounts, the largest
-column value, microseconds and none, NULL.
+The agent list, the chat feed and the price history are rendered in SQL generated from their
+serializers (agentplatform/sql_json.py), which also document the shape. These tests render the
+same rows both ways, with values chosen where the two could part: escapes, non-ASCII, U+2028,
+whole and tiny amounts, the largest column value, microseconds and none, NULL.
 """
 
 from __future__ import annotations
