@@ -317,10 +317,10 @@ class RateLimitedViewMixin(APIView):
         self.check_throttles(request)  # counts the request; past the limit, 429
         if refusal is None:
             refusal = self._remembered_credential_check(request)
+        # For `cached_response`: the entry built under the generation read with the count.
         lookup, generations = self.response_lookup, self.request_count(request).generations
         if lookup is not None and lookup.generation is None and generations is not None:
             lookup.found(generation=generations.responses)
-        request.response_cache_lookup = lookup  # type: ignore[attr-defined]  # for `cached_response`
         if refusal is not None:
             raise refusal
         super().initial(request, *args, **kwargs)
