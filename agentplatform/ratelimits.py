@@ -56,21 +56,6 @@ TRADING = "trading"
 # Admin sign-in attempts: per client IP and per user name tried (admin_login_attempt_count).
 ADMIN_LOGIN = "admin_login"
 
-__all__ = [
-    "ADMIN_LOGIN",
-    "AUTHENTICATED",
-    "PUBLIC",
-    "TRADING",
-    "AdminLoginRefusal",
-    "RateLimitThrottle",
-    "RateLimitUsage",
-    "RateLimitedViewMixin",
-    "admin_login_attempt_count",
-    "client_ip",
-    "count_request",
-    "parse_rate",
-]
-
 
 @lru_cache(maxsize=64)
 def parse_rate(rate: str) -> tuple[int, int]:
@@ -166,9 +151,8 @@ def count_request_reading_generations(*, rate_class: str, key: str, generations:
     return RequestCount(usage=counted.usage, generations=counted.generations)
 
 
-def count_request(*, rate_class: str, key: str, request: HttpRequest | None = None) -> RateLimitUsage | None:
-    """Counts one request for `key` in its class; None when Redis is unavailable (fail open).
-    (`request` is accepted for the callers that pass it; the key already says whose count it is.)"""
+def count_request(*, rate_class: str, key: str) -> RateLimitUsage | None:
+    """Counts one request for `key` in its class; None when Redis is unavailable (fail open)."""
     return count_request_reading_generations(rate_class=rate_class, key=key, generations=False).usage
 
 
