@@ -10,7 +10,7 @@ Two generations exist:
   Guards the shared cache of rendered responses (agentplatform/response_cache.py).
 
 A request that has a cached answer to check reads both in the Redis call that counts it against
-its rate limit (agentplatform/counters_client.py, from agentplatform/ratelimits.py). They live in
+its rate limit (agentplatform/rate_counters.py, from agentplatform/ratelimits.py). They live in
 the `counters` cache (RATELIMIT_USE_CACHE, beside the rate-limit counters): django-redis, whose
 client each process keeps.
 

@@ -139,7 +139,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
-    "django_ratelimit",  # its system checks: the rate-limit cache must be a shared one with atomic INCR
     "agentplatform",
     "agents",
     "coin",
@@ -241,10 +240,10 @@ CACHES = {
         "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="ap"),
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
     },
-    # The rate-limit counters (django-ratelimit) and the cache generations, on the same Redis:
-    # django-redis keeps one client per process and increments in one atomic call, where
-    # Django's RedisCache builds a client per call and checks and increments in two (three times
-    # the CPU per counted request, measured).
+    # The rate-limit counters and the cache generations, on the same Redis: django-redis keeps
+    # one client per process (agentplatform/rate_counters.py runs its script on it), where
+    # Django's RedisCache builds a client per call (three times the CPU per counted request,
+    # measured).
     "counters": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,
@@ -255,9 +254,6 @@ CACHES = {
             # Each process (and thread: Django's caches are per thread) keeps one connection to
             # itself instead of taking one from the pool per call: a third less CPU per call.
             "REDIS_CLIENT_KWARGS": {"single_connection_client": True},
-            # A request's count (django-ratelimit's add and incr) and the cache generations it
-            # needs in one Redis call instead of three (agentplatform/counters_client.py).
-            "CLIENT_CLASS": "agentplatform.counters_client.CountersRedisClient",
         },
     },
 }
@@ -356,9 +352,8 @@ TRUSTED_PROXY_COUNT = _non_negative("TRUSTED_PROXY_COUNT", 0)
 if TRUSTED_PROXY_COUNT:
     # The proxies terminate TLS and say so (they must overwrite, not pass on, the client's header).
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The cache whose Redis holds the rate-limit counters and the cache generations.
 RATELIMIT_USE_CACHE = "counters"
-# A count that cannot be read serves the request (agentplatform/ratelimits.py: limits fail open).
-RATELIMIT_FAIL_OPEN = True
 # Seconds a rendered answer of GET /api/agents, /api/chat and /api/<COIN_SEGMENT>/history stays in
 # the shared cache (Redis). Writes through the app make it stale at once; this bounds how long a
 # write from outside it goes unseen. 0 turns the cache off. (agentplatform/response_cache.py)
