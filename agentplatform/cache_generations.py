@@ -97,7 +97,7 @@ def _increment(name: str) -> None:
         _run(_BUMP_LUA, name)
     except _REDIS_ERRORS as exc:
         redis_breaker.trip(location)
-        # The entries then live out their own expiry (README: caching).
+        # The entries then live out their own expiry (docs/rate-limits-and-caching.md).
         logger.warning("Could not bump cache generation %s (%s: %s)", name, type(exc).__name__, exc)
 
 

@@ -1,6 +1,6 @@
 """gunicorn's configuration for the web process (Procfile: `--config python:agentplatform.gunicorn_config`).
 
-- Limits (README, "Server limits"): a request line of up to 8,190 bytes, gunicorn's largest bounded
+- Limits (docs/operations.md, "Server limits"): a request line of up to 8,190 bytes, gunicorn's largest bounded
   value (0 would read an unlimited line), enough for the longest `/search` the API accepts
   (`q` of 500 characters, each up to 12 bytes percent-encoded); 100 header fields of up to 8,190
   bytes each. Bodies are limited by Django (DATA_UPLOAD_MAX_MEMORY_SIZE, a 413 problem).

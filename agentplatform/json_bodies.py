@@ -1,4 +1,4 @@
-"""The rules every JSON request body follows (README, Errors and input rules).
+"""The rules every JSON request body follows (docs/apis.md, "Input rules").
 
 - The body is parsed by `JSONParser` (DEFAULT_PARSER_CLASSES): malformed JSON, bytes that are
   not UTF-8, NaN/Infinity, a key repeated within one object and nesting deeper than

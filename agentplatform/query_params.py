@@ -1,4 +1,4 @@
-"""How every endpoint reads its query string (README, Errors and input rules).
+"""How every endpoint reads its query string (docs/apis.md, "Input rules").
 
 - `query_validated` hands the serializer a plain dict (the last value of each name): an empty
   value (`?limit=`) is then refused like any malformed one; DRF reading a QueryDict with form

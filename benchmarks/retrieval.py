@@ -1,12 +1,11 @@
 """Retrieval quality of /search and /ask on real documentation, cross-validated by repository.
 
-    python benchmarks/retrieval.py                        # the real-docs development set
-    python benchmarks/retrieval.py --eval-set DIR         # another set in the same format
-    python benchmarks/retrieval.py --ferrite              # the project's own corpus (benchmarks/questions.yml)
-    python benchmarks/retrieval.py --misses               # also list what the shipped configuration missed
-    python benchmarks/retrieval.py --no-ferrite --ingest-only   # index the set, then `manage.py judge_fit` on it
-    python benchmarks/retrieval.py --no-ferrite --judge   # today's build beside the fitted relevance judge
-    python benchmarks/retrieval.py --only A/B,C/D ...     # a subset of the set's repositories
+    python benchmarks/retrieval.py --eval-set DIR            # a development set, the ferrite corpus beside it
+    python benchmarks/retrieval.py --ferrite                 # the project's own corpus alone (questions.yml)
+    python benchmarks/retrieval.py --eval-set DIR --misses   # also list what the shipped configuration missed
+    python benchmarks/retrieval.py --eval-set DIR --no-ferrite --ingest-only  # index it, then `manage.py judge_fit`
+    python benchmarks/retrieval.py --eval-set DIR --no-ferrite --judge  # today's build beside the fitted judge
+    python benchmarks/retrieval.py --eval-set DIR --only A/B,C/D ...    # a subset of the set's repositories
 
 `--judge` asks every question once and reports, per format (rst, Markdown), pooled and per
 repository, today's build (shipped configuration) beside the relevance judge (`groundtruth/judge/`)
@@ -16,7 +15,10 @@ first-citation hits and citations per answer, and `sources_missing` on unanswera
 answerable questions (today's model; the judge's calibrated thresholds; either). The judge is
 fitted on the corpus without its questions, so its figures need no rotation by repository.
 
-The development set (`--eval-set`, default ../shared/eval-dev next to this checkout) holds the
+The development set (`--eval-set DIR`, required except with --ferrite) is not part of this
+repository: it is distributed with the project's shared contract (`shared/eval-dev`, beside the
+checkouts of the development machines; its README.md describes the format and its check.py
+verifies the files). It holds the
 documentation of real open-source projects (`corpus/<owner>__<name>/`, byte for byte at a pinned
 commit), FAQ questions whose maintainers wrote the answer (`questions.jsonl`: the answer's path
 and lines, the FAQ's own wording and a paraphrase as a user would type it) and questions the
@@ -859,7 +861,12 @@ def judge_report(answers: list[JudgedAnswer], judge_row) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--eval-set", type=Path, default=ROOT.parent / "shared" / "eval-dev")
+    parser.add_argument(
+        "--eval-set",
+        type=Path,
+        help="the development set's directory (questions.jsonl, corpus/, manifest.json): the project's shared "
+        "contract's eval-dev, which a clone does not hold; required except with --ferrite",
+    )
     parser.add_argument(
         "--ferrite", action="store_true", help="only the project's own corpus (benchmarks/questions.yml)"
     )
@@ -890,6 +897,8 @@ def main() -> None:
     if args.ferrite:
         evaluation, database, workdir = ferrite, f"{args.database}_ferrite", args.workdir / "ferrite"
     else:
+        if args.eval_set is None:
+            parser.error("--eval-set DIR is required (the development set: the shared contract's eval-dev directory)")
         if not (args.eval_set / "questions.jsonl").is_file():
             raise SystemExit(f"no evaluation set at {args.eval_set} (questions.jsonl); pass --eval-set DIR")
         only = set(args.only.split(",")) if args.only else None

@@ -220,7 +220,7 @@ def test_a_check_still_waiting_on_a_frozen_redis_is_not_started_again(api_client
 
 @pytest.mark.django_db
 def test_health_reads_no_credentials_so_a_bad_bearer_token_gets_the_same_report(api_client, settings):
-    """README ("Who may call what") and the schema: /health is the one API endpoint that reads no
+    """docs/authentication.md ("Who may call what") and the schema: /health is the one API endpoint that reads no
     credentials, so a probe configured with a stale key still sees the health."""
     settings.EMBEDDING_BACKEND = "none"
     settings.LLM_BASE_URL = ""

@@ -1,5 +1,5 @@
 """Production settings from the environment: `manage.py check --deploy` finds nothing to report
-with the variables README's "Production" lists, and a bad value stops start-up naming it."""
+with the variables docs/operations.md's "Production settings" lists, and a bad value stops start-up naming it."""
 
 from __future__ import annotations
 

@@ -523,7 +523,7 @@ def test_mcp_requests_count_against_the_keys_rest_rate_limit_then_429_problem(mc
 
 
 def test_the_readme_curl_requests_call_a_tool_without_a_session(mcp, reader, indexed):
-    """README, "MCP server": one POST calls a tool, as a client of 2025-11-25 (no handshake needed
+    """docs/ground-truth.md, "MCP server": one POST calls a tool, as a client of 2025-11-25 (no handshake needed
     by this stateless server) or of 2026-07-28 (the version in the headers and in `_meta`)."""
     arguments = {"query": "ACME_TOKEN", "limit": 1}
     call = {
