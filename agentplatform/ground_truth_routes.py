@@ -1,5 +1,5 @@
 """The ground-truth service's routes: the apps' URL confs that agentplatform/urls.py mounts at the
-root or under GROUNDTRUTH_PREFIX, and the paths they answer (API paths: agentplatform/errors.py
+root or under GROUNDTRUTH_PREFIX, and the paths they answer (API paths: agentplatform/plumbing/errors.py
 renders their errors as problem details). A route added to one of these URL confs is an API path
 without being listed anywhere else."""
 

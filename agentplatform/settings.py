@@ -21,7 +21,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.functional import lazy
 
-from agentplatform.rates import RATE_RULE, rate_parse
+from agentplatform.plumbing.rates import RATE_RULE, rate_parse
 
 # Plain Python without Django imports: the one parser of the sources-missing model's coefficients,
 # and the names of the re-ranking's evidence.
@@ -151,7 +151,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "agentplatform.errors.ProblemDetailsMiddleware",
+    "agentplatform.plumbing.errors.ProblemDetailsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -189,7 +189,7 @@ if env.str("DATABASE_URL", default=""):
     if _db_host[:3].lower() == "%2f":
         DATABASES["default"]["HOST"] = unquote(_db_host)
 else:
-    from agentplatform.embedded_postgres import embedded_database_settings
+    from agentplatform.plumbing.embedded_postgres import embedded_database_settings
 
     DATABASES = {"default": embedded_database_settings(VAR_DIR / "pgdata")}
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
@@ -198,18 +198,18 @@ DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=
 # first query of one request per worker, after which Django opens a new one.
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", env.bool("CONN_HEALTH_CHECKS", default=False))
 DATABASES["default"]["TEST"] = {"NAME": env.str("TEST_DATABASE_NAME", default="test_agentplatform")}
-# Lets agentplatform/prepared_statements.py prepare the busiest reads' queries (psycopg's default
+# Lets agentplatform/plumbing/prepared_statements.py prepare the busiest reads' queries (psycopg's default
 # threshold; Django turns it off). Django's own cursors bind on the client and never prepare, so
 # those are the only prepared statements, and each is planned once per connection (a generic
 # plan) instead of again on every execution, which PostgreSQL's default does for these queries.
 _database_options = DATABASES["default"].setdefault("OPTIONS", {})
 _database_options.setdefault("prepare_threshold", 5)
 _database_options["options"] = f"{_database_options.get('options', '')} -c plan_cache_mode=force_generic_plan".strip()
-# Every wait on the database is bounded (agentplatform/database_backend/): Django's PostgreSQL
+# Every wait on the database is bounded (agentplatform/plumbing/database_backend/): Django's PostgreSQL
 # backend with a client-side deadline on each exchange, because a frozen server (SIGSTOPped, a
 # paused VM, a storage stall) still accepts connections in its kernel and never answers.
 if DATABASES["default"]["ENGINE"] in {"django.db.backends.postgresql", "django.db.backends.postgresql_psycopg2"}:
-    DATABASES["default"]["ENGINE"] = "agentplatform.database_backend"
+    DATABASES["default"]["ENGINE"] = "agentplatform.plumbing.database_backend"
 # Seconds to open a connection (libpq's connect_timeout, which treats less than 2 as 2). A local
 # or same-network server accepts one in milliseconds; 3 s leaves room for a busy one starting a backend.
 DATABASE_CONNECT_TIMEOUT_SECONDS = _positive_int("DATABASE_CONNECT_TIMEOUT_SECONDS", 3)
@@ -256,8 +256,8 @@ CACHES = {
             # itself instead of taking one from the pool per call: a third less CPU per call.
             "REDIS_CLIENT_KWARGS": {"single_connection_client": True},
             # A request's count (django-ratelimit's add and incr) and the cache generations it
-            # needs in one Redis call instead of three (agentplatform/counters_client.py).
-            "CLIENT_CLASS": "agentplatform.counters_client.CountersRedisClient",
+            # needs in one Redis call instead of three (agentplatform/plumbing/counters_client.py).
+            "CLIENT_CLASS": "agentplatform.plumbing.counters_client.CountersRedisClient",
         },
     },
 }
@@ -286,8 +286,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 # The admin's change pages write moments as its change lists do ("2026-11-22 19:43", not
-# "Nov. 22, 2026, 7:43 p.m."): agentplatform/formats/en/formats.py.
-FORMAT_MODULE_PATH = ["agentplatform.formats"]
+# "Nov. 22, 2026, 7:43 p.m."): agentplatform/plumbing/formats/en/formats.py.
+FORMAT_MODULE_PATH = ["agentplatform.plumbing.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by `manage.py collectstatic` (make run)
@@ -297,17 +297,17 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("MAX_REQUEST_BODY_BYTES", 64 * 1024)
 
 # --- REST framework and OpenAPI -------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["agentplatform.authentication.BearerCredentialAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["agentplatform.plumbing.authentication.BearerCredentialAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
-    # DRF's JSON renderer, which also sends bodies written by PostgreSQL (agentplatform/renderers.py).
-    "DEFAULT_RENDERER_CLASSES": ["agentplatform.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["agentplatform.json_bodies.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "agentplatform.openapi.ProblemDetailsAutoSchema",
-    "EXCEPTION_HANDLER": "agentplatform.errors.problem_exception_handler",
+    # DRF's JSON renderer, which also sends bodies written by PostgreSQL (agentplatform/plumbing/renderers.py).
+    "DEFAULT_RENDERER_CLASSES": ["agentplatform.plumbing.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["agentplatform.plumbing.json_bodies.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "agentplatform.plumbing.openapi.ProblemDetailsAutoSchema",
+    "EXCEPTION_HANDLER": "agentplatform.plumbing.errors.problem_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "URL_FORMAT_OVERRIDE": None,
 }
-# Checks a bearer token against the identity app's rows (agentplatform/authentication.py).
+# Checks a bearer token against the identity app's rows (agentplatform/plumbing/authentication.py).
 CREDENTIAL_VERIFIER = "agents.credentials.bearer_token_verify"
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent platform and ground-truth API",
@@ -357,15 +357,15 @@ if TRUSTED_PROXY_COUNT:
     # The proxies terminate TLS and say so (they must overwrite, not pass on, the client's header).
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 RATELIMIT_USE_CACHE = "counters"
-# A count that cannot be read serves the request (agentplatform/ratelimits.py: limits fail open).
+# A count that cannot be read serves the request (agentplatform/plumbing/ratelimits.py: limits fail open).
 RATELIMIT_FAIL_OPEN = True
 # Seconds a rendered answer of GET /api/agents, /api/chat and /api/<COIN_SEGMENT>/history stays in
 # the shared cache (Redis). Writes through the app make it stale at once; this bounds how long a
-# write from outside it goes unseen. 0 turns the cache off. (agentplatform/response_cache.py)
+# write from outside it goes unseen. 0 turns the cache off. (agentplatform/plumbing/response_cache.py)
 API_RESPONSE_CACHE_SECONDS = _non_negative("API_RESPONSE_CACHE_SECONDS", 5)
 # Seconds a web worker trusts a bearer token it verified, while no key or session has changed
 # (revocations take effect at once); also how often last_used_at is refreshed. 0: always ask the
-# database. (agentplatform/authentication.py)
+# database. (agentplatform/plumbing/authentication.py)
 CREDENTIAL_CACHE_SECONDS = _non_negative("CREDENTIAL_CACHE_SECONDS", 60)
 
 # --- Chat stream: GET /api/chat/stream (chat/stream.py) ---------------------------------------

@@ -5,14 +5,14 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Case, DecimalField, ExpressionWrapper, F, QuerySet, When
 
-from agentplatform.errors import NotFound
-from agentplatform.money import MONEY
-from agentplatform.prepared_statements import prepared_cursor
-from agentplatform.renderers import RenderedJSON
-from agentplatform.sql_json import json_array, json_number, json_object, json_text
+from agentplatform.plumbing.errors import NotFound
+from agentplatform.plumbing.money import MONEY
+from agentplatform.plumbing.prepared_statements import prepared_cursor
+from agentplatform.plumbing.renderers import RenderedJSON
+from agentplatform.plumbing.sql_json import json_array, json_number, json_object, json_text
 from agents.models import Agent
 
-# The agent list in AgentSummarySerializer's shape, rendered by PostgreSQL (agentplatform/sql_json.py).
+# The agent list in AgentSummarySerializer's shape, rendered by PostgreSQL (agentplatform/plumbing/sql_json.py).
 _AGENT_SUMMARY_JSON = json_object(
     [
         ("instance_id", json_text("instance_id")),

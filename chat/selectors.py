@@ -9,9 +9,9 @@ from django.db import connection
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 
-from agentplatform.prepared_statements import prepared_cursor
-from agentplatform.renderers import RenderedJSON
-from agentplatform.sql_json import json_array, json_object, json_text, json_timestamp
+from agentplatform.plumbing.prepared_statements import prepared_cursor
+from agentplatform.plumbing.renderers import RenderedJSON
+from agentplatform.plumbing.sql_json import json_array, json_object, json_text, json_timestamp
 from agents.models import Agent
 from chat.models import ChatMessage
 
@@ -39,7 +39,7 @@ class ChatFeedPage:
     oldest_id: int | None  # where the next page starts (`before`)
 
 
-# A message in ChatMessageSerializer's shape, rendered by PostgreSQL (agentplatform/sql_json.py).
+# A message in ChatMessageSerializer's shape, rendered by PostgreSQL (agentplatform/plumbing/sql_json.py).
 _FEED_MESSAGE_JSON = json_object(
     [
         ("id", json_text("m.id")),

@@ -9,10 +9,10 @@ from typing import Any
 
 from django.db import connection
 
-from agentplatform.errors import NotFound
-from agentplatform.prepared_statements import prepared_cursor
-from agentplatform.renderers import RenderedJSON, compact_json
-from agentplatform.sql_json import json_array, json_number, json_object, json_timestamp
+from agentplatform.plumbing.errors import NotFound
+from agentplatform.plumbing.prepared_statements import prepared_cursor
+from agentplatform.plumbing.renderers import RenderedJSON, compact_json
+from agentplatform.plumbing.sql_json import json_array, json_number, json_object, json_timestamp
 from coin.models import PricePoint, Wallet
 
 NO_PRICE_DATA = "There is no price data yet."
@@ -92,7 +92,7 @@ FROM newest n CROSS JOIN points
 ORDER BY points.timestamp
 """
 )
-# The points as PriceSampleSerializer's JSON objects, written by PostgreSQL (agentplatform/sql_json.py).
+# The points as PriceSampleSerializer's JSON objects, written by PostgreSQL (agentplatform/plumbing/sql_json.py).
 # The price as float8 once per point (json_number refers to its value four times, and PostgreSQL
 # converts a numeric to float8 through text).
 _SAMPLE_JSON = json_object(

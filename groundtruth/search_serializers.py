@@ -7,8 +7,8 @@ from typing import Any
 from django.http import HttpRequest
 from rest_framework import serializers
 
-from agentplatform.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
-from agentplatform.query_params import QueryIntegerField
+from agentplatform.plumbing.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
+from agentplatform.plumbing.query_params import QueryIntegerField
 from groundtruth.models import TrustTier
 from groundtruth.search.citations import citation_for
 from groundtruth.serializers import REPO_NAME_PATTERN
@@ -19,7 +19,7 @@ SEARCH_LIMIT_MAX = 50
 QUERY_MAX_CHARS = 500  # fits the web server's request line percent-encoded (gunicorn_config.py)
 QUESTION_MAX_CHARS = 2000
 # Messages name no field: the problem's `errors` carry it, and its detail reads "<field>: <message>"
-# (agentplatform/errors.py), as for every other endpoint.
+# (agentplatform/plumbing/errors.py), as for every other endpoint.
 SEARCH_LIMIT_RULE = f"must be an integer from 1 to {SEARCH_LIMIT_MAX}"
 
 

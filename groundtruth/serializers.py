@@ -8,9 +8,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agentplatform.json_bodies import StrictBodySerializer, StrictRegexField
-from agentplatform.query_params import QueryIntegerField
-from agentplatform.serializer_fields import ServerPathsHiddenCharField
+from agentplatform.plumbing.json_bodies import StrictBodySerializer, StrictRegexField
+from agentplatform.plumbing.query_params import QueryIntegerField
+from agentplatform.plumbing.serializer_fields import ServerPathsHiddenCharField
 from groundtruth.ingest.git_refs import REF_PATTERN, REF_RULE
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestRun, IngestStatus, IngestTrigger, Repository

@@ -16,12 +16,12 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
-from agentplatform.errors import problem_responses
 from agentplatform.health import health_report
-from agentplatform.permissions import HasServiceIngestScope, HasServiceReadScope
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
+from agentplatform.plumbing.errors import problem_responses
+from agentplatform.plumbing.permissions import HasServiceIngestScope, HasServiceReadScope
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
 from groundtruth import selectors, services
 from groundtruth.ingest.runs import ingest_runs_stale_clear
 from groundtruth.models import IngestTrigger

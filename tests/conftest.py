@@ -116,9 +116,9 @@ def _clear_our_redis_keys() -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_redis_state():
-    from agentplatform.authentication import verified_credentials
     from agentplatform.health import health_probe
-    from agentplatform.response_cache import rendered_responses
+    from agentplatform.plumbing.authentication import verified_credentials
+    from agentplatform.plumbing.response_cache import rendered_responses
 
     # Nothing a test's requests remembered in this process outlives the test.
     verified_credentials.clear()
@@ -158,7 +158,7 @@ def redis_cache_at(url: str) -> dict:
                 "SOCKET_CONNECT_TIMEOUT": 0.5,
                 "SOCKET_TIMEOUT": 0.5,
                 "REDIS_CLIENT_KWARGS": {"single_connection_client": True},
-                "CLIENT_CLASS": "agentplatform.counters_client.CountersRedisClient",
+                "CLIENT_CLASS": "agentplatform.plumbing.counters_client.CountersRedisClient",
             },
         },
     }

@@ -30,7 +30,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agentplatform.celery import app as celery_app
-from agentplatform.server_paths import server_paths_hidden
+from agentplatform.plumbing.server_paths import server_paths_hidden
 from groundtruth.models import IngestRun, IngestStatus, Repository
 
 logger = logging.getLogger(__name__)

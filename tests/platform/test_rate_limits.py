@@ -18,7 +18,7 @@ from django.core.cache import cache
 from redis import Redis
 from rest_framework.test import APIClient
 
-from agentplatform.ratelimits import count_request, parse_rate
+from agentplatform.plumbing.ratelimits import count_request, parse_rate
 from agents.models import ApiKeyKind
 from agents.services import api_key_create
 from tests.agents.factories import AgentFactory, bearer
@@ -212,7 +212,7 @@ def test_another_process_shares_the_same_counter(settings):
     assert client.get("/api/agents")["X-RateLimit-Remaining"] == "2"
     script = (
         "import django, json; django.setup();"
-        "from agentplatform.ratelimits import count_request;"
+        "from agentplatform.plumbing.ratelimits import count_request;"
         "u = count_request(rate_class='public', key='ip:198.51.100.10');"
         "print(json.dumps([u.limit, u.remaining]))"
     )
@@ -237,7 +237,7 @@ def test_another_process_shares_the_same_counter(settings):
 
 def test_a_request_is_counted_and_its_cache_generations_read_in_one_redis_call(settings):
     """django-ratelimit's add and incr and the cache generations a cached read checks: one script
-    call per request (agentplatform/counters_client.py), counted on a Redis of the test's own."""
+    call per request (agentplatform/plumbing/counters_client.py), counted on a Redis of the test's own."""
     AgentFactory(name="Alpha")
     with redis_server() as own:
         settings.CACHES = redis_cache_at(own.url)
@@ -271,7 +271,7 @@ COUNTING_PROCESS = """
 import json, os, sys, time
 import django
 django.setup()
-from agentplatform.ratelimits import count_request
+from agentplatform.plumbing.ratelimits import count_request
 go_file, key, hits = sys.argv[1], sys.argv[2], int(sys.argv[3])
 print("ready", flush=True)
 while not os.path.exists(go_file):
@@ -346,14 +346,14 @@ def test_redis_down_reads_still_answer_without_limit_headers_and_a_warning_is_lo
     settings.CACHES = redis_cache_at(f"redis://127.0.0.1:{closed_port()}/0")
     client = client_from("198.51.100.12")
 
-    with caplog.at_level(logging.WARNING, logger="agentplatform.ratelimits"):
+    with caplog.at_level(logging.WARNING, logger="agentplatform.plumbing.ratelimits"):
         answers = [client.get("/api/agents") for _ in range(5)]  # more than the limit of 3
 
     assert [r.status_code for r in answers] == [200] * 5
     assert all(r["Content-Type"] == "application/json" for r in answers)
     assert [a["instance_id"] for a in answers[4].json()] == ["alpha"]
     assert all("X-RateLimit-Limit" not in r for r in answers)
-    warnings = [r for r in caplog.records if r.name == "agentplatform.ratelimits"]
+    warnings = [r for r in caplog.records if r.name == "agentplatform.plumbing.ratelimits"]
     assert len(warnings) == 1  # then quiet for the retry interval, not once per request
     assert warnings[0].getMessage().startswith("Rate-limit counters unavailable (ConnectionError")
 

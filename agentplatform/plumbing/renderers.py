@@ -1,6 +1,6 @@
 """The API's JSON renderer: DRF's, which also sends bodies the database has already rendered.
 
-A view returns `Response(RenderedJSON(text))` for a body built in SQL (agentplatform/sql_json.py)
+A view returns `Response(RenderedJSON(text))` for a body built in SQL (agentplatform/plumbing/sql_json.py)
 and this renderer sends those bytes as DRF's own rendering of the same data would be: compact,
 non-ASCII kept, U+2028 and U+2029 escaped. A client asking for an indent
 (`Accept: application/json; indent=2`) gets the document parsed and indented by DRF, as before.

@@ -2,7 +2,7 @@
 
 Django's psycopg cursors bind parameters on the client and send every query as text, so
 PostgreSQL parses, analyzes and plans it again on each request. The agent list, the chat feed
-and the price history (their SQL is long: it writes the JSON, agentplatform/sql_json.py) are one
+and the price history (their SQL is long: it writes the JSON, agentplatform/plumbing/sql_json.py) are one
 query each, whose text never changes: that repeated work was 0.1-0.2 ms of the database's CPU
 per request, a fifth of the query's cost. `prepared_cursor` gives Django's cursor wrapper (its
 error translation, execute wrappers and query logging, so tests still count the query) around a

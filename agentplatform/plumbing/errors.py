@@ -24,9 +24,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from agentplatform.body_limits import body_limit_exceeded
-from agentplatform.chunked_bodies import is_chunked
 from agentplatform.ground_truth_routes import ground_truth_path_prefixes
+from agentplatform.plumbing.body_limits import body_limit_exceeded
+from agentplatform.plumbing.chunked_bodies import is_chunked
 
 logger = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ class ProblemDetailsMiddleware:
 
     Refuses oversized bodies with 413 before any view reads them (DRF's parsers read the raw
     stream and would not enforce DATA_UPLOAD_MAX_MEMORY_SIZE; a view may take larger ones,
-    agentplatform/body_limits.py) and chunked bodies the server left
+    agentplatform/plumbing/body_limits.py) and chunked bodies the server left
     without a length with 411, renders unhandled exceptions as a
     logged 500 problem, and turns any non-JSON error response (Django's 404 page, for one) into
     problem details.
@@ -342,7 +342,7 @@ class ProblemDetailsMiddleware:
         if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE and (limit := body_limit_exceeded(request.path_info, length)):
             return problem_response(**_too_large_problem(limit))
         if is_chunked(request.META) and not request.META.get("CONTENT_LENGTH"):
-            # A chunked body the server did not de-chunk (agentplatform/chunked_bodies.py) would read
+            # A chunked body the server did not de-chunk (agentplatform/plumbing/chunked_bodies.py) would read
             # as empty; refuse it rather than act on nothing.
             return problem_response(
                 status=411,

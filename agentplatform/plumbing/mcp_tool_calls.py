@@ -31,7 +31,7 @@ from pydantic import ValidationError as ArgumentsInvalid
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from agentplatform.errors import ApplicationError, validation_messages
+from agentplatform.plumbing.errors import ApplicationError, validation_messages
 
 Arguments = ParamSpec("Arguments")
 

@@ -5,7 +5,7 @@ django-ratelimit counts a request with two cache calls (`django_ratelimit.core.g
 `increment=True`): `add(key, 1, timeout)`, which starts the window's counter, and, when the
 counter was already there (every request of a window but its first), `incr(key)`. Each is a
 round trip, and a request with a cached answer to check then reads the cache generations in a
-third (agentplatform/cache_generations.py). On a cached read those round trips were most of the
+third (agentplatform/plumbing/cache_generations.py). On a cached read those round trips were most of the
 request's work besides gunicorn's and Django's own.
 
 `counting_in_one_call` arms this client for one get_usage call: its `add` then runs one Lua
@@ -31,7 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from agentplatform.cache_generations import GENERATION_LUA
+from agentplatform.plumbing.cache_generations import GENERATION_LUA
 
 # KEYS[1]: the counter; KEYS[2..]: generation keys. ARGV: the counter's first value, its expiry in ms.
 # Returns {1 if the counter was created, the count, the generations...}.

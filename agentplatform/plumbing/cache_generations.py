@@ -5,12 +5,12 @@ still the current generation. Writers bump the generation; they never have to fi
 Two generations exist:
 
 - CREDENTIALS: API keys and wallet sessions (created, edited, revoked, deleted). Guards each
-  worker's in-process cache of verified bearer tokens (agentplatform/authentication.py).
+  worker's in-process cache of verified bearer tokens (agentplatform/plumbing/authentication.py).
 - RESPONSES: everything the cached public reads show (agents, chat messages, price points).
-  Guards the shared cache of rendered responses (agentplatform/response_cache.py).
+  Guards the shared cache of rendered responses (agentplatform/plumbing/response_cache.py).
 
 A request that has a cached answer to check reads both in the Redis call that counts it against
-its rate limit (agentplatform/counters_client.py, from agentplatform/ratelimits.py). They live in
+its rate limit (agentplatform/plumbing/counters_client.py, from agentplatform/plumbing/ratelimits.py). They live in
 the `counters` cache (RATELIMIT_USE_CACHE, beside the rate-limit counters): django-redis, whose
 client each process keeps.
 
@@ -37,7 +37,7 @@ from django.db.models.signals import post_delete, post_save
 from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
 
-from agentplatform.redis_breaker import redis_breaker
+from agentplatform.plumbing.redis_breaker import redis_breaker
 
 logger = logging.getLogger(__name__)
 

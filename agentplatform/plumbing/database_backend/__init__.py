@@ -1,5 +1,5 @@
 """Django's PostgreSQL backend with every wait on the database bounded (settings: ENGINE
-`agentplatform.database_backend`).
+`agentplatform.plumbing.database_backend`).
 
 A database that stops answering must cost a request a few seconds and a 503, never the worker.
 libpq's `connect_timeout` bounds only the connection's set-up, and the server's

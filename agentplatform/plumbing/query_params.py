@@ -16,7 +16,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from agentplatform.bounded_cache import BoundedCache
+from agentplatform.plumbing.bounded_cache import BoundedCache
 
 # Query strings that passed validation, per serializer: (serializer, sorted items) -> validated data.
 _remembered: BoundedCache[tuple[type, tuple[tuple[str, str], ...]], dict[str, Any]] = BoundedCache(max_entries=1024)

@@ -11,7 +11,7 @@ is django-redis over the same Redis as every other web worker and server):
   (crc32 modulo the period) so that all clients do not reset in the same second;
 - the count: `cache.add` starts the window's counter at 1, every later hit is an atomic INCR,
   so concurrent workers hand out each count once (the `counters` cache's client,
-  agentplatform/counters_client.py, runs that add and INCR as one Lua call); the counter's key
+  agentplatform/plumbing/counters_client.py, runs that add and INCR as one Lua call); the counter's key
   is a SHA-256 of class, rate, caller and window (no address or user name is stored in Redis)
   and expires 5 s after its window;
 - the usage it answers: count, limit and the seconds left, from which the headers come.
@@ -23,12 +23,12 @@ What stays here, and why:
 - failing open: django-ratelimit passes a Redis error on (it catches only what a missing key
   raises), so here any Redis error serves the request without limits and without the
   X-RateLimit headers (no count is known), logs a warning, and leaves Redis alone for
-  REDIS_RETRY_INTERVAL_SECONDS (agentplatform/redis_breaker.py), so that a Redis that hangs costs
+  REDIS_RETRY_INTERVAL_SECONDS (agentplatform/plumbing/redis_breaker.py), so that a Redis that hangs costs
   one socket timeout per worker, not one per request. RATELIMIT_FAIL_OPEN covers a count that
   cannot be read.
 - the DRF mixin: the headers on every response (also 4xx), the 429 problem, and the checks of the
   credential and response caches, which read the cache generations
-  (agentplatform/cache_generations.py) in the Redis call that counts the request when it has a
+  (agentplatform/plumbing/cache_generations.py) in the Redis call that counts the request when it has a
   cached answer to check: one round trip per request. Without Redis nothing is served from
   those caches either. README.md says so.
 """
@@ -56,11 +56,11 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform import cache_generations, response_cache
-from agentplatform.counters_client import CountersRedisClient
-from agentplatform.errors import ApplicationError, RateLimited
-from agentplatform.rates import rate_parse
-from agentplatform.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
+from agentplatform.plumbing import cache_generations, response_cache
+from agentplatform.plumbing.counters_client import CountersRedisClient
+from agentplatform.plumbing.errors import ApplicationError, RateLimited
+from agentplatform.plumbing.rates import rate_parse
+from agentplatform.plumbing.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def count_request_reading_generations(
     *, rate_class: str, key: str, request: HttpRequest | None = None, generations: bool
 ) -> tuple[RateLimitUsage | None, cache_generations.Generations | None]:
     """Counts one request for `key` in its class and, when `generations` is true, reads the cache
-    generations in the same Redis call (agentplatform/counters_client.py). (None, None) when
+    generations in the same Redis call (agentplatform/plumbing/counters_client.py). (None, None) when
     Redis is unavailable (fail open: no limits, nothing served from the caches)."""
     location = str(settings.CACHES[settings.RATELIMIT_USE_CACHE].get("LOCATION", ""))
     if redis_breaker.is_open(location):

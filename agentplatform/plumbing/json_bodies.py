@@ -7,7 +7,7 @@
   a 500 with a traceback per request.
 - A body serializer derives from `StrictBodySerializer`: keys it does not declare are refused
   (a misspelt `scope` or `repo` must not silently widen the request); the schema says
-  `additionalProperties: false` (agentplatform.openapi).
+  `additionalProperties: false` (agentplatform.plumbing.openapi).
 - A string field takes JSON strings only (`StrictCharField`, `StrictRegexField`): DRF's own
   would turn `0` into `"0"` where the schema says string.
 """
@@ -31,7 +31,7 @@ _BRACKET = re.compile(r"[\[\]{}]")
 
 
 class InvalidJson(exceptions.ParseError):
-    # A DRF exception (not an ApplicationError): DRF imports this module while agentplatform.errors
+    # A DRF exception (not an ApplicationError): DRF imports this module while agentplatform.plumbing.errors
     # is still importing DRF. The problem handler renders it with its code.
     default_code = "invalid_json"
 

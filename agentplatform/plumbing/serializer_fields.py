@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 from rest_framework import serializers
 
-from agentplatform.json_bodies import StrictRegexField
-from agentplatform.money import MONEY
-from agentplatform.server_paths import server_paths_hidden
-from agentplatform.wallet_addresses import ADDRESS_PATTERN, ADDRESS_RULE, wallet_address_normalize
+from agentplatform.plumbing.json_bodies import StrictRegexField
+from agentplatform.plumbing.money import MONEY
+from agentplatform.plumbing.server_paths import server_paths_hidden
+from agentplatform.plumbing.wallet_addresses import ADDRESS_PATTERN, ADDRESS_RULE, wallet_address_normalize
 
 
 class MoneyField(serializers.DecimalField):
@@ -92,7 +92,7 @@ class FlatRowSerializer(serializers.Serializer):
 
 
 class WalletAddressField(StrictRegexField):
-    """A wallet address by the one rule (agentplatform/wallet_addresses.py), normalised to lower case."""
+    """A wallet address by the one rule (agentplatform/plumbing/wallet_addresses.py), normalised to lower case."""
 
     def __init__(self, **kwargs: Any) -> None:
         # An optional address sent empty is malformed, not missing.
@@ -111,7 +111,7 @@ class WalletAddressField(StrictRegexField):
 
 class ServerPathsHiddenCharField(serializers.CharField):
     """An error text as clients may read it: paths of this machine's directories written relative to
-    their setting (agentplatform/server_paths.py), also for rows recorded before that rule."""
+    their setting (agentplatform/plumbing/server_paths.py), also for rows recorded before that rule."""
 
     def to_representation(self, value: Any) -> str:
         return server_paths_hidden(super().to_representation(value))

@@ -37,8 +37,8 @@ from rest_framework.authentication import BaseAuthentication, SessionAuthenticat
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from agentplatform.bounded_cache import BoundedCache
-from agentplatform.cache_generations import CREDENTIALS, generation_get
+from agentplatform.plumbing.bounded_cache import BoundedCache
+from agentplatform.plumbing.cache_generations import CREDENTIALS, generation_get
 
 # What `Principal.kind` says: the three kinds of API key and a wallet session.
 AGENT = "agent"
@@ -186,7 +186,7 @@ SERVICE_OPENAPI_SECURITY: Any = [{"bearerAuth": []}, {"cookieAuth": []}]
 
 
 class BearerCredentialScheme(OpenApiAuthenticationExtension):
-    target_class = "agentplatform.authentication.BearerCredentialAuthentication"
+    target_class = "agentplatform.plumbing.authentication.BearerCredentialAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: object) -> dict[str, str]:

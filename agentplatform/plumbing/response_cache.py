@@ -5,7 +5,7 @@ An action opts in with `@cached_response`. Each web worker keeps the rendered an
 memory, keyed by the request's absolute URL and Accept header (the chat feed's `Link` header holds
 the absolute URL, and `Accept` can ask JSON for an indent), each under the RESPONSES generation
 current when it was built. Every write to an agent, a chat message or a price point bumps that
-generation in Redis (agentplatform/cache_generations.py), which RateLimitedViewMixin reads beside
+generation in Redis (agentplatform/plumbing/cache_generations.py), which RateLimitedViewMixin reads beside
 the rate-limit count, in the same Redis call: an entry from an older generation is never served,
 so a hit costs that one Redis round trip, no SQL and no serialization, and writes show at once in
 every worker. An anonymous hit is answered before DRF wraps the request (RateLimitedViewMixin.dispatch).
@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.bounded_cache import BoundedCache
+from agentplatform.plumbing.bounded_cache import BoundedCache
 
 # Headers an entry keeps besides the body; anything else DRF or the view set is not cached.
 _KEPT_HEADERS = ("Link",)

@@ -24,9 +24,9 @@ from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import permissions
 
-from agentplatform.errors import PROBLEM_CONTENT_TYPE, ProblemDetailsSerializer, is_api_path
-from agentplatform.json_bodies import StrictBodySerializer
-from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.errors import PROBLEM_CONTENT_TYPE, ProblemDetailsSerializer, is_api_path
+from agentplatform.plumbing.json_bodies import StrictBodySerializer
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
 
 RATE_LIMIT_HEADERS: dict[str, dict[str, Any]] = {
     "X-RateLimit-Limit": {

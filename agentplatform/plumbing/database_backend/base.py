@@ -1,5 +1,5 @@
 """The backend's DatabaseWrapper (Django loads `<ENGINE>.base`): connects DeadlineConnections
-with the deadlines of this process's kind (agentplatform/database_backend/deadlines.py)."""
+with the deadlines of this process's kind (agentplatform/plumbing/database_backend/deadlines.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 from django.db.backends.postgresql import base as postgresql
 
-from agentplatform.database_backend.deadlines import DeadlineConnection, database_deadlines, process_kind
+from agentplatform.plumbing.database_backend.deadlines import DeadlineConnection, database_deadlines, process_kind
 
 
 class _PsycopgWithDeadlineConnections:

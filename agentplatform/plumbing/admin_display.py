@@ -12,7 +12,7 @@ from django.utils.formats import date_format
 
 def moment_text(moment: datetime | None) -> str:
     """`2026-11-22 19:43` in the current time zone (settings.TIME_ZONE), or `—` for none: the
-    DATETIME_FORMAT the change pages use too (agentplatform/formats/en/formats.py)."""
+    DATETIME_FORMAT the change pages use too (agentplatform/plumbing/formats/en/formats.py)."""
     if moment is None:
         return "—"
     return date_format(timezone.localtime(moment), "DATETIME_FORMAT")

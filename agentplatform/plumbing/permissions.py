@@ -1,5 +1,5 @@
 """Who may call what (DECISIONS.md, Authentication), by the kind and scopes of the principal
-that agentplatform/authentication.py put on the request."""
+that agentplatform/plumbing/authentication.py put on the request."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from agentplatform.authentication import AGENT, SERVICE
+from agentplatform.plumbing.authentication import AGENT, SERVICE
 
 # Scopes a service key may hold.
 READ_SCOPE = "read"

@@ -9,7 +9,7 @@ the SQL of its JSON text; a NULL value is `null`, as the serializers write None.
 
 - `json_text`: a JSON string. `to_json` escapes as Python's json module does with
   `ensure_ascii=False`: quote, backslash, \\b \\f \\n \\r \\t, other control characters as \\u00xx.
-  (DRF also escapes U+2028 and U+2029; agentplatform/renderers.py does that on the whole body.)
+  (DRF also escapes U+2028 and U+2029; agentplatform/plumbing/renderers.py does that on the whole body.)
 - `json_number`: a NUMERIC as the JSON number `float()` of it prints: PostgreSQL prints a float8
   as the shortest text that reads back as the same double, as Python does (PostgreSQL 12 and
   later, with `extra_float_digits` at its default of 1), and whole numbers get Python's `.0`.

@@ -5,7 +5,7 @@ its body read as empty, so `POST /ingest/repo` with `{"repo": ...}` chunked mean
 repository". gunicorn de-chunks the stream itself and says so with `wsgi.input_terminated`;
 `ChunkedBodyMiddleware` (wrapped around the application in agentplatform/wsgi.py) then reads the
 body up to one byte past DATA_UPLOAD_MAX_MEMORY_SIZE (or the larger limit of the view at the path,
-agentplatform/body_limits.py) and hands Django a stream of known length,
+agentplatform/plumbing/body_limits.py) and hands Django a stream of known length,
 so the body is parsed as if it had been sent with Content-Length, and one over the limit gets
 the same 413 problem (ProblemDetailsMiddleware). A server that does not de-chunk (Django's
 runserver) leaves no length to read by: ProblemDetailsMiddleware refuses such a request with a
@@ -18,7 +18,7 @@ import io
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agentplatform.body_limits import body_limit
+from agentplatform.plumbing.body_limits import body_limit
 
 
 def is_chunked(environ: dict[str, Any]) -> bool:
