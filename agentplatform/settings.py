@@ -309,6 +309,9 @@ REST_FRAMEWORK = {
 }
 # Checks a bearer token against the identity app's rows (agentplatform/plumbing/authentication.py).
 CREDENTIAL_VERIFIER = "agents.credentials.bearer_token_verify"
+# The paths rendered as problem details: the wiring knows which routes the apps mount, the
+# plumbing (agentplatform/plumbing/errors.py) does not import them.
+API_PATH_PREFIXES_FUNCTION = "agentplatform.ground_truth_routes.api_path_prefixes"
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent platform and ground-truth API",
     "DESCRIPTION": (

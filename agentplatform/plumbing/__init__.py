@@ -5,7 +5,7 @@ limits, the caches and their generations, request body and query rules, generic 
 renderers, money and wallet-address rules, the database backend with its deadlines, the admin's
 date formats. None of it imports an app (`agents`, `coin`, `chat`, `groundtruth`, `brandassets`),
 not even inside a function (tests/platform/test_plumbing_imports.py walks every module); where it
-needs an app's code it names it in a setting (CREDENTIAL_VERIFIER, API_PATH_PREFIXES) that the
+needs an app's code it names it in a setting (CREDENTIAL_VERIFIER, API_PATH_PREFIXES_FUNCTION) that the
 wiring fills in.
 
 It lives inside `agentplatform/` rather than beside it because the top-level layout is fixed

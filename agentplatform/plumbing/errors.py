@@ -19,12 +19,12 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils.module_loading import import_string
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from agentplatform.ground_truth_routes import ground_truth_path_prefixes
 from agentplatform.plumbing.body_limits import body_limit_exceeded
 from agentplatform.plumbing.chunked_bodies import is_chunked
 
@@ -279,8 +279,10 @@ def _too_large_body() -> dict[str, Any]:
 
 
 def api_path_prefixes() -> tuple[str, ...]:
-    """/api/ and the paths of the ground-truth routes, as mounted by agentplatform/urls.py."""
-    return ("/api/", *ground_truth_path_prefixes())
+    """The paths whose errors are problem details: /api/ and the ground-truth routes. Which routes
+    those are is the wiring's to know (it mounts the apps' URL confs), so a setting names the
+    function that lists them and this module imports no app."""
+    return import_string(settings.API_PATH_PREFIXES_FUNCTION)()
 
 
 def is_api_path(path: str) -> bool:
