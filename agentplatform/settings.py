@@ -23,11 +23,6 @@ from django.utils.functional import lazy
 
 from agentplatform.plumbing.rates import RATE_RULE, rate_parse
 
-# Plain Python without Django imports: the one parser of the sources-missing model's coefficients,
-# and the names of the re-ranking's evidence.
-from groundtruth.search.abstention_model import AbstentionModelInvalid, abstention_model_parse
-from groundtruth.search.reranking import RERANK_FEATURES
-
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -555,18 +550,12 @@ if (
         "in that order from highest to lowest (they break near-ties; a larger spread would let a weakly matching "
         "canonical passage outrank a strongly matching community one)"
     )
-# Re-ranking (groundtruth/search/reranking.py): the first SEARCH_RERANK_DEPTH fused candidates
-# (0: none) ordered by relevance, a weighted sum of evidence; weights fitted by
-# benchmarks/retrieval.py, each at least 0.
+# Re-ranking (groundtruth/search/reranking.py) of the first SEARCH_RERANK_DEPTH fused candidates
+# (0: none). Its weights are data, fitted with their provenance in groundtruth/search/fitted/.
 SEARCH_RERANK_DEPTH = int(_non_negative("SEARCH_RERANK_DEPTH", 20))
-SEARCH_RERANK_WEIGHTS = _weights(
-    "SEARCH_RERANK_WEIGHTS", {"dense": 1.0, "question_title": 0.29, "lexical": 0.067, "coverage": 0.21}
-)
-if set(SEARCH_RERANK_WEIGHTS) - set(RERANK_FEATURES) or any(weight < 0 for weight in SEARCH_RERANK_WEIGHTS.values()):
-    raise ImproperlyConfigured(
-        f"SEARCH_RERANK_WEIGHTS takes {', '.join(RERANK_FEATURES)}, each a number of at least 0, "
-        f"got {env.str('SEARCH_RERANK_WEIGHTS')!r}"
-    )
+# A fit file of one's own (a refit on the deployment's documentation) instead of the shipped one:
+# a file, not numbers, so that whatever is in use carries the fit that produced it.
+SEARCH_RERANK_FIT_FILE = env.str("SEARCH_RERANK_FIT_FILE", default="")
 # The relevance judge (groundtruth/judge/): a cross-encoder fitted on pairs mined from the
 # indexed documentation (`manage.py judge_fit`). While one is fitted and JUDGE_ENABLED is on, it
 # orders the first SEARCH_JUDGE_DEPTH re-ranked candidates by its score (plus
@@ -590,30 +579,9 @@ ASK_SNIPPET_MAX_CHARS = _positive_int("ASK_SNIPPET_MAX_CHARS", 1500)
 # The audit of questions (groundtruth/question_audit.py) names who asked what: kept only as long
 # as the teams need it to see what the docs do not answer, then purged daily by beat.
 QUESTION_AUDIT_RETENTION_DAYS = _positive_int("QUESTION_AUDIT_RETENTION_DAYS", 90)
-# Missing sources (groundtruth/search/abstention.py): a logistic model over evidence features,
-# `intercept=...,<feature>=<weight>,...`; below ASK_ABSTENTION_THRESHOLD (the probability that the
-# passages answer) the sources are missing. Fitted by `manage.py abstention_fit`.
-_abstention_weights = _weights(
-    "ASK_ABSTENTION_MODEL",
-    {
-        "intercept": -9.878,
-        "heading_similarity": 7.17,
-        "peak": 5.434,
-        "coverage": 2.28,
-        "agreement": 0.3185,
-        "named_known": 2.051,
-        "names_together": 3.111,
-    },
-)
-try:
-    ASK_ABSTENTION_MODEL = abstention_model_parse(_abstention_weights)
-except AbstentionModelInvalid as exc:
-    raise ImproperlyConfigured(f"ASK_ABSTENTION_MODEL: {exc}") from exc
-ASK_ABSTENTION_THRESHOLD = _non_negative("ASK_ABSTENTION_THRESHOLD", 0.366)
-if ASK_ABSTENTION_THRESHOLD > 1:
-    raise ImproperlyConfigured(
-        f"ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got {ASK_ABSTENTION_THRESHOLD}"
-    )
+# Missing sources (groundtruth/search/abstention.py): the model and threshold are data, in
+# groundtruth/search/fitted/abstention.json; as for the re-ranking, a file of one's own may replace it.
+ASK_ABSTENTION_FIT_FILE = env.str("ASK_ABSTENTION_FIT_FILE", default="")
 
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

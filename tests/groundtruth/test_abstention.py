@@ -36,6 +36,7 @@ from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import phrases_present, spelling_pattern, spellings_present
 from groundtruth.search.lexical_search import chunks_phrases_matched, chunks_spellings_matched
 from tests.groundtruth.factories import RepositoryFactory
+from tests.groundtruth.fits import abstention_fit_use
 from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, chunks_index
 
 
@@ -78,8 +79,6 @@ def test_a_bad_model_configuration_is_refused(values, message):
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("ASK_ABSTENTION_MODEL", "intercept=1,bogus=2", "ASK_ABSTENTION_MODEL: unknown feature bogus"),
-        ("ASK_ABSTENTION_THRESHOLD", "1.5", "ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got 1.5"),
         (
             "SEARCH_TRUST_WEIGHTS",
             "canonical=1.0,reviewed=0.9,community=0.75,transcript=0.5",
@@ -322,9 +321,9 @@ def test_spellings_are_found_as_whole_words_with_their_capitals(indexed, monkeyp
     assert spellings_present(words=["URL", "THE"], repository_ids=[handbook.pk]) == {"THE"}
 
 
-def test_the_decision_follows_the_configured_model_and_threshold(indexed, settings):
-    settings.ASK_ABSTENTION_MODEL = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
-    settings.ASK_ABSTENTION_THRESHOLD = 0.5
+def test_the_decision_follows_the_configured_model_and_threshold(indexed, settings, tmp_path):
+    model = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
+    abstention_fit_use(settings, tmp_path, model=model, threshold=0.5)
 
     answered = abstention_assess(
         chunk_search(query="Which ca_bundle adds an internal certificate authority?", repositories=indexed, limit=5),
@@ -337,7 +336,7 @@ def test_the_decision_follows_the_configured_model_and_threshold(indexed, settin
 
     assert (rounded(answered.probability), answered.supported) == (sigmoid(4.0), True)
     assert (rounded(missing.probability), missing.supported) == (sigmoid(-4.0), False)
-    settings.ASK_ABSTENTION_THRESHOLD = 0.99
+    abstention_fit_use(settings, tmp_path, model=model, threshold=0.99)
     assert (
         abstention_assess(
             chunk_search(

@@ -15,11 +15,13 @@ from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.git_access import GitError, GitRepository
 from groundtruth.models import Chunk, IngestStatus, Repository
 from groundtruth.search.citations import citation_for
+from groundtruth.search.fitted_parameters import abstention_fit_current
 from groundtruth.search_serializers import citation_with_source_url
 from groundtruth.source_lines import read_source_lines
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, HANDBOOK_INDEX, sources_yaml
 from tests.groundtruth.factories import IngestRunFactory, bearer, service_key
+from tests.groundtruth.fits import abstention_fit_use
 
 pytestmark = pytest.mark.django_db
 
@@ -371,12 +373,13 @@ def test_every_search_citation_source_url_shows_exactly_the_chunks_lines(api_cli
 
 
 def test_every_ask_citation_source_url_shows_exactly_its_snippet(
-    api_client, varied, embedding_server, reader, settings
+    api_client, varied, embedding_server, reader, settings, tmp_path
 ):
     settings.LLM_BASE_URL = ""
     settings.ASK_CITATION_COUNT = 10
     settings.ASK_CITATION_MARGIN = 1.0
-    settings.ASK_ABSTENTION_THRESHOLD = 0.0  # never declare sources missing: the citations are the point
+    # Never declare sources missing: the citations are the point.
+    abstention_fit_use(settings, tmp_path, model=abstention_fit_current().model, threshold=0.0)
 
     body = api_client.post("/ask", {"question": "How do I set the proxy?"}, format="json", **reader).json()
 
