@@ -10,7 +10,8 @@ from importlib import import_module
 
 from django.conf import settings
 
-GROUND_TRUTH_URLCONFS = ("groundtruth.urls", "brandassets.urls")
+# /health (agentplatform/health.py) is mounted with them: it reports on the service they make up.
+GROUND_TRUTH_URLCONFS = ("agentplatform.health", "groundtruth.urls", "brandassets.urls")
 
 
 def ground_truth_mount() -> str:

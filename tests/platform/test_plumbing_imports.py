@@ -91,3 +91,15 @@ def test_no_plumbing_module_imports_an_app_or_the_wiring() -> None:
             if forbidden(name, apps):
                 offending.append(f"{path.relative_to(settings.BASE_DIR)}: {name}")
     assert offending == []
+
+
+def test_no_app_imports_the_wiring() -> None:
+    """The apps use the plumbing; the wiring (which imports the apps) is imported by none of them."""
+    offending = []
+    for app in sorted(project_apps()):
+        for path in sorted((Path(settings.BASE_DIR) / app).rglob("*.py")):
+            module = ".".join(path.relative_to(settings.BASE_DIR).with_suffix("").parts)
+            for name in sorted(imported_names(path.read_text(), module)):
+                if name.split(".")[0] == "agentplatform" and forbidden(name, set()):
+                    offending.append(f"{path.relative_to(settings.BASE_DIR)}: {name}")
+    assert offending == []
