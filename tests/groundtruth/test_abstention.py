@@ -79,6 +79,17 @@ def test_a_bad_model_configuration_is_refused(values, message):
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
+        # A fit file that cannot be read (groundtruth/search/fitted_parameters.py; GroundTruthConfig.ready).
+        (
+            "ASK_ABSTENTION_FIT_FILE",
+            "/nonexistent/abstention.json",
+            "ASK_ABSTENTION_FIT_FILE: /nonexistent/abstention.json: cannot be read (No such file or directory)",
+        ),
+        (
+            "SEARCH_RERANK_FIT_FILE",
+            "/nonexistent/reranking.json",
+            "SEARCH_RERANK_FIT_FILE: /nonexistent/reranking.json: cannot be read (No such file or directory)",
+        ),
         (
             "SEARCH_TRUST_WEIGHTS",
             "canonical=1.0,reviewed=0.9,community=0.75,transcript=0.5",

@@ -69,15 +69,7 @@ def test_the_walk_finds_function_local_relative_and_loaded_imports() -> None:
         "chat.selectors.feed",
         "coin",
     }
-    apps = project_apps()
-    assert sorted(name for name in names if forbidden(name, apps)) == [
-        "agentplatform.urls",
-        "agentplatform.urls.urlpatterns",
-        "agents.models",
-        "agents.models.Agent",
-        "chat.selectors.feed",
-        "coin",
-    ]
+    assert {name for name in names if not forbidden(name, project_apps())} == {"json"}
 
 
 def test_no_plumbing_module_imports_an_app_or_the_wiring() -> None:
