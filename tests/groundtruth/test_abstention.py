@@ -3,6 +3,8 @@ features on hand-made passages, and the decision they lead to."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import os
 import subprocess
@@ -10,6 +12,7 @@ import sys
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.management import call_command
 
 from groundtruth.models import Chunk
 from groundtruth.search import lexical_index
@@ -32,6 +35,7 @@ from groundtruth.search.abstention_model import (
     AbstentionModelInvalid,
     abstention_model_parse,
 )
+from groundtruth.search.fitted_parameters import abstention_fit_read
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import phrases_present, spelling_pattern, spellings_present
 from groundtruth.search.lexical_search import chunks_phrases_matched, chunks_spellings_matched
@@ -357,3 +361,34 @@ def test_the_decision_follows_the_configured_model_and_threshold(indexed, settin
         ).supported
         is False
     )
+
+
+def test_abstention_fit_writes_the_fit_file_it_prints_with_its_provenance(indexed, tmp_path):
+    questions = tmp_path / "questions.jsonl"
+    rows = [
+        {"question": "Which ca_bundle adds an internal certificate authority?", "answerable": True},
+        {"question": "How long does the first retry of a failed webhook delivery wait?", "answerable": True},
+        {"question": "Which broker does the background job queue use?", "answerable": True},
+        {"question": "How do I bake sourdough bread at home?", "answerable": False},
+        {"question": "How do I rotate Kubernetes secrets?", "answerable": False},
+    ]
+    questions.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    output = tmp_path / "abstention.json"
+    printed, written = io.StringIO(), io.StringIO()
+
+    call_command("abstention_fit", str(questions), "--features", "known,coverage", stdout=printed)
+    call_command(
+        "abstention_fit", str(questions), "--features", "known,coverage", "--output", str(output), stdout=written
+    )
+
+    fit = abstention_fit_read(output)
+    assert printed.getvalue().endswith(output.read_text())
+    assert written.getvalue().endswith(f"Fit written to {output}.\n")
+    assert (fit.provenance["command"], fit.provenance["data"]) == (
+        "manage.py abstention_fit questions.jsonl --answerable-missing 0.05 --features known,coverage "
+        "--regularisation 0.3",
+        "questions.jsonl: 3 answerable and 2 unanswerable questions (question), searched in the repositories "
+        "indexed then: acme/community, acme/handbook",
+    )
+    assert set(fit.model.weights) <= {"known", "coverage"}
+    assert 0 <= fit.threshold <= 1
