@@ -274,7 +274,7 @@ async def chat_stream(request: HttpRequest) -> HttpResponseBase:
         return _problem(exc, {})
     ip = client_ip(request)
     # One count per connection, however long it stays open.
-    usage = await in_thread(count_request, rate_class=PUBLIC, key=f"ip:{ip}", request=request)
+    usage = await in_thread(count_request, rate_class=PUBLIC, key=f"ip:{ip}")
     rate_headers = usage.headers() if usage is not None else {}
     if usage is not None and usage.exceeded:
         retry_after = max(usage.reset_epoch - int(time.time()), 1)

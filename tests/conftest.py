@@ -158,7 +158,6 @@ def redis_cache_at(url: str) -> dict:
                 "SOCKET_CONNECT_TIMEOUT": 0.5,
                 "SOCKET_TIMEOUT": 0.5,
                 "REDIS_CLIENT_KWARGS": {"single_connection_client": True},
-                "CLIENT_CLASS": "agentplatform.plumbing.counters_client.CountersRedisClient",
             },
         },
     }

@@ -10,7 +10,7 @@ Two generations exist:
   Guards the shared cache of rendered responses (agentplatform/plumbing/response_cache.py).
 
 A request that has a cached answer to check reads both in the Redis call that counts it against
-its rate limit (agentplatform/plumbing/counters_client.py, from agentplatform/plumbing/ratelimits.py). They live in
+its rate limit (agentplatform/plumbing/rate_counters.py, from agentplatform/plumbing/ratelimits.py). They live in
 the `counters` cache (RATELIMIT_USE_CACHE, beside the rate-limit counters): django-redis, whose
 client each process keeps.
 

@@ -1,64 +1,50 @@
-"""Per-class rate limits counted by django-ratelimit in Redis, with X-RateLimit headers on every
-limited response.
+"""Per-class rate limits, counted in Redis, with X-RateLimit headers on every limited response.
 
 Classes (DECISIONS.md): public, per client IP; authenticated, per key or wallet session;
 trading, per key; and admin sign-in attempts, per client IP and per user name (an HTML 429 page
 from agentplatform/admin_site.py).
 
-django-ratelimit counts (`django_ratelimit.core.get_usage`, through the `counters` cache, which
-is django-redis over the same Redis as every other web worker and server):
-- the window: fixed and one period long, its end staggered per caller by a hash of the key
-  (crc32 modulo the period) so that all clients do not reset in the same second;
-- the count: `cache.add` starts the window's counter at 1, every later hit is an atomic INCR,
-  so concurrent workers hand out each count once (the `counters` cache's client,
-  agentplatform/plumbing/counters_client.py, runs that add and INCR as one Lua call); the counter's key
-  is a SHA-256 of class, rate, caller and window (no address or user name is stored in Redis)
-  and expires 5 s after its window;
-- the usage it answers: count, limit and the seconds left, from which the headers come.
-
-What stays here, and why:
-- which class a request counts against and whose counter it is (the credential, else the client
-  IP); the client IP by the trusted-proxy rule (django-ratelimit's own `ip` key reads one META
-  entry, masks IPv6 to /64 and refuses an empty REMOTE_ADDR);
-- failing open: django-ratelimit passes a Redis error on (it catches only what a missing key
-  raises), so here any Redis error serves the request without limits and without the
-  X-RateLimit headers (no count is known), logs a warning, and leaves Redis alone for
-  REDIS_RETRY_INTERVAL_SECONDS (agentplatform/plumbing/redis_breaker.py), so that a Redis that hangs costs
-  one socket timeout per worker, not one per request. RATELIMIT_FAIL_OPEN covers a count that
-  cannot be read.
-- the DRF mixin: the headers on every response (also 4xx), the 429 problem, and the checks of the
-  credential and response caches, which read the cache generations
-  (agentplatform/plumbing/cache_generations.py) in the Redis call that counts the request when it has a
-  cached answer to check: one round trip per request. Without Redis nothing is served from
-  those caches either. README.md says so.
+The parts, one job each:
+- agentplatform/plumbing/rate_counters.py counts: one Redis call per request, atomic, which also reads the
+  cache generations when the request has a cached answer to check;
+- `rate_class_and_key` and `client_ip` say which class a request counts against and whose
+  counter it is (the credential, else the client IP by the trusted-proxy rule);
+- `count_request` fails open: on any Redis error the request is served without limits and
+  without the X-RateLimit headers (no count is known), a warning is logged, and Redis is left
+  alone for REDIS_RETRY_INTERVAL_SECONDS (agentplatform/plumbing/redis_breaker.py), so that a Redis that
+  hangs costs one socket timeout per worker, not one per request;
+- `RateLimitThrottle` is DRF's throttle hook: it allows the request or not from its count;
+- `RateLimitedViewMixin` wires them into a DRF view (see its docstring): the count right after
+  authentication, the check of a remembered credential against the generation read with it, the
+  429 problem, the headers on every response, and the anonymous cached read answered before DRF.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 from django.conf import settings
-from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from django_ratelimit.core import get_usage
-from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import APIException
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
 
-from agentplatform.plumbing import cache_generations, response_cache
-from agentplatform.plumbing.counters_client import CountersRedisClient
+from agentplatform.plumbing import response_cache
+from agentplatform.plumbing.cache_generations import Generations
 from agentplatform.plumbing.errors import ApplicationError, RateLimited
+from agentplatform.plumbing.rate_counters import RateLimitUsage, counter_increment
 from agentplatform.plumbing.rates import rate_parse
 from agentplatform.plumbing.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
 
@@ -71,21 +57,6 @@ TRADING = "trading"
 ADMIN_LOGIN = "admin_login"
 
 
-@dataclass(frozen=True)
-class RateLimitUsage:
-    limit: int
-    remaining: int
-    reset_epoch: int
-    exceeded: bool
-
-    def headers(self) -> dict[str, str]:
-        return {
-            "X-RateLimit-Limit": str(self.limit),
-            "X-RateLimit-Remaining": str(self.remaining),
-            "X-RateLimit-Reset": str(self.reset_epoch),
-        }
-
-
 @lru_cache(maxsize=64)
 def parse_rate(rate: str) -> tuple[int, int]:
     """`"100/m"` -> (100, 60); `"5/10s"` -> (5, 10). Raises ImproperlyConfigured on anything else."""
@@ -95,7 +66,7 @@ def parse_rate(rate: str) -> tuple[int, int]:
         raise ImproperlyConfigured(str(exc)) from exc
 
 
-def client_ip(request: HttpRequest) -> str:
+def client_ip(request: HttpRequest | Request) -> str:
     """REMOTE_ADDR, or the address TRUSTED_PROXY_COUNT hops from the right of X-Forwarded-For.
 
     Each trusted proxy appends the address it received the request from, so the client is the
@@ -118,12 +89,22 @@ def client_ip(request: HttpRequest) -> str:
 
 def credential_id(request: Request) -> str | None:
     """A stable id for the credential that authenticated the request, if any."""
-    principal = getattr(request, "user", None)
-    if principal is None or not getattr(principal, "is_authenticated", False):
+    principal = request.user  # None where UNAUTHENTICATED_USER is None (settings.REST_FRAMEWORK)
+    if principal is None or not principal.is_authenticated:
         return None
     if hasattr(principal, "credential_id"):
-        return principal.credential_id
+        return str(principal.credential_id)
     return f"user:{principal.pk}"
+
+
+def rate_class_and_key(request: Request, *, trading: bool = False) -> tuple[str, str]:
+    """The class a request counts against and whose counter: its credential's, else its IP's."""
+    credential = credential_id(request)
+    if trading:
+        return TRADING, credential or f"ip:{client_ip(request)}"
+    if credential:
+        return AUTHENTICATED, credential
+    return PUBLIC, f"ip:{client_ip(request)}"
 
 
 def _rate_for(rate_class: str) -> str:
@@ -135,76 +116,49 @@ def _rate_for(rate_class: str) -> str:
     }[rate_class]
 
 
-def count_request(*, rate_class: str, key: str, request: HttpRequest | None = None) -> RateLimitUsage | None:
-    """Counts one request for `key` in its class; None when Redis is unavailable (fail open)."""
-    return count_request_reading_generations(rate_class=rate_class, key=key, request=request, generations=False)[0]
+@dataclass(frozen=True)
+class RequestCount:
+    """One request's count and the generations read with it; both None when Redis could not be
+    reached: then no limit applies, and nothing is served from the caches the generations guard."""
+
+    usage: RateLimitUsage | None
+    generations: Generations | None
 
 
-def count_request_reading_generations(
-    *, rate_class: str, key: str, request: HttpRequest | None = None, generations: bool
-) -> tuple[RateLimitUsage | None, cache_generations.Generations | None]:
+UNCOUNTED = RequestCount(usage=None, generations=None)
+
+
+def count_request_reading_generations(*, rate_class: str, key: str, generations: bool) -> RequestCount:
     """Counts one request for `key` in its class and, when `generations` is true, reads the cache
-    generations in the same Redis call (agentplatform/plumbing/counters_client.py). (None, None) when
-    Redis is unavailable (fail open: no limits, nothing served from the caches)."""
+    generations in the same Redis call; UNCOUNTED when Redis is unavailable (fail open)."""
     location = str(settings.CACHES[settings.RATELIMIT_USE_CACHE].get("LOCATION", ""))
     if redis_breaker.is_open(location):
-        return None, None
-    counters = caches[settings.RATELIMIT_USE_CACHE]
-    client = counters.client  # type: ignore[attr-defined]  # django-redis's
-    generation_keys = [counters.make_key(name) for name in cache_generations.NAMES] if generations else []
-    one_call = (
-        client.counting_in_one_call(generation_keys)
-        if isinstance(client, CountersRedisClient)
-        else contextlib.nullcontext(None)
-    )
+        return UNCOUNTED
+    limit, period = parse_rate(_rate_for(rate_class))
     try:
-        with one_call as counted:
-            usage = get_usage(
-                request,
-                group=rate_class,
-                key=lambda _group, _request: key,
-                rate=parse_rate(_rate_for(rate_class)),
-                increment=True,
-            )
-    except (RedisError, OSError, ConnectionInterrupted) as exc:
+        counted = counter_increment(
+            group=rate_class, caller=key, limit=limit, period=period, read_generations=generations
+        )
+    except (RedisError, OSError) as exc:
         redis_breaker.trip(location)
-        cause = exc.__cause__ if isinstance(exc, ConnectionInterrupted) and exc.__cause__ else exc
         logger.warning(
             "Rate-limit counters unavailable (%s: %s); serving without limits for %.0f s",
-            type(cause).__name__,
-            cause,
+            type(exc).__name__,
+            exc,
             REDIS_RETRY_INTERVAL_SECONDS,
         )
-        return None, None
-    read: cache_generations.Generations | None = None
-    if generations:
-        if counted is not None and counted.generations is not None:
-            read = cache_generations.Generations(*counted.generations)
-        else:  # get_usage made no call to count in (RATELIMIT_ENABLE off): read them on their own
-            read = cache_generations.generations_get()
-    if usage is None:  # the count could not be read back (RATELIMIT_FAIL_OPEN)
-        return None, read
-    # `time_left` is the whole seconds of the window after the current one, read at the end of
-    # get_usage: the window ends when the second `now + time_left` does.
-    reset_epoch = int(time.time()) + usage["time_left"] + 1
-    limit = usage["limit"]
-    usage_found = RateLimitUsage(
-        limit=limit,
-        remaining=max(limit - usage["count"], 0),
-        reset_epoch=reset_epoch,
-        exceeded=usage["should_limit"],
-    )
-    return usage_found, read
+        return UNCOUNTED
+    return RequestCount(usage=counted.usage, generations=counted.generations)
 
 
-def rate_class_and_key(request: Request, *, trading: bool = False) -> tuple[str, str]:
-    """The class a request counts against and whose counter: its credential's, else its IP's."""
-    credential = credential_id(request)
-    if trading:
-        return TRADING, credential or f"ip:{client_ip(request)}"
-    if credential:
-        return AUTHENTICATED, credential
-    return PUBLIC, f"ip:{client_ip(request)}"
+def count_request(*, rate_class: str, key: str) -> RateLimitUsage | None:
+    """Counts one request for `key` in its class; None when Redis is unavailable (fail open)."""
+    return count_request_reading_generations(rate_class=rate_class, key=key, generations=False).usage
+
+
+def seconds_until(epoch: int) -> int:
+    """Whole seconds until `epoch`, at least 1 (what Retry-After says)."""
+    return max(epoch - int(time.time()), 1)
 
 
 @dataclass(frozen=True)
@@ -223,36 +177,54 @@ def admin_login_attempt_count(request: HttpRequest) -> AdminLoginRefusal | None:
     INCR, so concurrent guesses cannot slip past the limit between a check and a count. An
     address already refused does not count against the user name, so that it cannot lock the
     account's owner out for longer. Without Redis the attempt is allowed (fail open, logged).
-    The user name is not kept in Redis: django-ratelimit names the counter by a SHA-256.
+    The user name is not kept in Redis: the counter is named by a SHA-256.
     """
-    by_address = count_request(rate_class=ADMIN_LOGIN, key=f"ip:{client_ip(request)}", request=request)
+    by_address = count_request(rate_class=ADMIN_LOGIN, key=f"ip:{client_ip(request)}")
     if by_address is not None and by_address.exceeded:
-        return AdminLoginRefusal("address", _seconds_until(by_address.reset_epoch))
+        return AdminLoginRefusal("address", seconds_until(by_address.reset_epoch))
     user_name = request.POST.get("username", "").strip().casefold()
     if not user_name:
         return None
-    by_user_name = count_request(rate_class=ADMIN_LOGIN, key=f"user:{user_name}", request=request)
+    by_user_name = count_request(rate_class=ADMIN_LOGIN, key=f"user:{user_name}")
     if by_user_name is not None and by_user_name.exceeded:
-        return AdminLoginRefusal("user name", _seconds_until(by_user_name.reset_epoch))
+        return AdminLoginRefusal("user name", seconds_until(by_user_name.reset_epoch))
     return None
 
 
-def _seconds_until(epoch: int) -> int:
-    return max(epoch - int(time.time()), 1)
+class RateLimitThrottle(BaseThrottle):
+    """DRF's throttle over the request's count, which RateLimitedViewMixin takes once per request
+    (so that DRF asking again counts nothing more)."""
+
+    usage: RateLimitUsage | None = None
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        if not isinstance(view, RateLimitedViewMixin):
+            raise ImproperlyConfigured(f"{type(self).__name__} counts for views with RateLimitedViewMixin only")
+        self.usage = view.request_count(request).usage
+        return self.usage is None or not self.usage.exceeded
+
+    def wait(self) -> float | None:
+        return None if self.usage is None else seconds_until(self.usage.reset_epoch)
 
 
-class RateLimitedViewMixin:
-    """For DRF views: counts every request (also those refused by auth) and adds the headers.
+class RateLimitedViewMixin(APIView):
+    """For DRF views: counts every request (also those refused by authentication, permissions or
+    the limit itself) and puts the X-RateLimit headers on every response.
 
     Put it first in the bases. Set `trading_actions` to the names of viewset actions that move
     tokens: those count against the trading class instead.
 
-    It also checks the caches against the generations in Redis: a bearer token the authenticator
-    answered from its in-process cache is verified again against the database when the
-    credentials generation has moved (or Redis is down), and an action wrapped in
-    `cached_response` gets its cached answer if that was built under the current responses
-    generation. The generations are read (in the call that counts the request) only when there
-    is such an answer to check.
+    The request is authenticated and counted in `initial`, before DRF's own steps (DRF would
+    throttle after the permission check): a refused credential counts against the IP, a key
+    guesser is limited, and past the limit the answer is 429 rather than another answer about
+    the key. `RateLimitThrottle` decides from that count (DRF's own throttle step finds it
+    taken).
+
+    The count also reads the cache generations when there is a cached answer to check: a bearer
+    token the authenticator answered from its in-process memory (agentplatform/plumbing/authentication.py)
+    is verified again, through the same authenticator, when the credentials generation has moved
+    (or Redis is down); an action wrapped in `cached_response` gets its cached answer if that was
+    built under the current responses generation.
 
     A repeated read of a cached action by a request without credentials is answered in
     `dispatch`, before DRF wraps the request: counted, checked and given the same headers, but
@@ -261,96 +233,126 @@ class RateLimitedViewMixin:
     per Accept header, stored by a request that negotiated it): a fifth less CPU for such a read.
     """
 
+    throttle_classes = [RateLimitThrottle]
     trading_actions: frozenset[str] = frozenset()
+    # A viewset's (DRF sets it in initialize_request); the anonymous cached read sets it earlier.
+    action: str
+    # This request's count and cache lookup: a view instance serves one request.
+    counted: RequestCount | None = None
+    response_lookup: response_cache.ResponseLookup | None = None
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        answer = self._cached_answer(request)
+        answer = self._cached_anonymous_answer(request)
         if answer is not None:
             return answer
-        return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        return super().dispatch(request, *args, **kwargs)
 
-    def _cached_answer(self, request: HttpRequest) -> HttpResponseBase | None:
-        """The cached answer to an anonymous read, or None: then DRF handles the request, with what
-        was counted and read here kept on it (`initial` does not count it again)."""
+    def _cached_anonymous_answer(self, request: HttpRequest) -> HttpResponseBase | None:
+        """The cached answer to a read without credentials, or None: then DRF handles the request,
+        with what was counted and found here kept on the view (it is not counted again)."""
         if request.META.get("HTTP_AUTHORIZATION") or request.META.get("HTTP_COOKIE"):
             return None
         action_map: dict[str, str] = getattr(self, "action_map", {})  # a viewset's
         action = action_map.get((request.method or "").lower())
-        if action is None:
+        if action is None or action in self.trading_actions:
             return None
         self.action = action  # as DRF's initialize_request sets it, which has not run yet
         lookup = response_cache.lookup_for(self, request)
-        if lookup is None or self.action in self.trading_actions:
+        if lookup is None or not lookup.use_entry:
             return None
-        request.response_cache_lookup = lookup  # type: ignore[attr-defined]  # for `initial`, if DRF takes over
-        if not lookup.use_entry:
+        if not all(isinstance(permission, AllowAny) for permission in self.get_permissions()):
             return None
-        if not all(isinstance(permission, AllowAny) for permission in self.get_permissions()):  # type: ignore[attr-defined]
-            return None
-        usage, generations = count_request_reading_generations(
-            rate_class=PUBLIC, key=f"ip:{client_ip(request)}", request=request, generations=True
+        self.counted = count_request_reading_generations(
+            rate_class=PUBLIC, key=f"ip:{client_ip(request)}", generations=True
         )
-        request.rate_limit_counted = (usage, generations)  # type: ignore[attr-defined]
+        usage, generations = self.counted.usage, self.counted.generations
         if generations is None or (usage is not None and usage.exceeded):
             return None
         lookup.found(generation=generations.responses)
+        self.response_lookup = lookup
         if lookup.cached is None:
             return None
-        request._rate_limit_usage = usage  # type: ignore[attr-defined]
-        self.headers = self.default_response_headers  # type: ignore[attr-defined]
+        self.headers = self.default_response_headers
+        # DRF's finalize_response reads the request only to negotiate for a DRF Response; a
+        # cached answer is a plain HttpResponse, so the Django request does.
         return self.finalize_response(request, lookup.cached)  # type: ignore[arg-type]
 
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        request._rate_limit_usage = None  # type: ignore[attr-defined]
-        # Lets the bearer authenticator answer from its cache: this method checks what it gave.
-        request.credential_cache_allowed = True  # type: ignore[attr-defined]
-        auth_error = self._authenticate(request)
-        counted = getattr(request, "rate_limit_counted", None)  # by _cached_answer: anonymous, public
-        cached_generation = getattr(request.user, "verified_generation", None) if auth_error is None else None
-        lookup = getattr(request, "response_cache_lookup", None) or response_cache.lookup_for(self, request)
-        if counted is not None:
-            usage, generations = counted
-        else:
+    def request_count(self, request: Request) -> RequestCount:
+        """This request's count, taken on the first call (reading the generations when there is
+        a cached answer to check), the same on every later one."""
+        if self.counted is None:
             trading = getattr(self, "action", None) in self.trading_actions
             rate_class, key = rate_class_and_key(request, trading=trading)
-            wanted = cached_generation is not None or lookup is not None
-            usage, generations = count_request_reading_generations(
-                rate_class=rate_class, key=key, request=request, generations=wanted
+            if self.response_lookup is None:
+                self.response_lookup = response_cache.lookup_for(self, request)
+            remembered = getattr(request.user, "verified_generation", None) is not None
+            self.counted = count_request_reading_generations(
+                rate_class=rate_class, key=key, generations=remembered or self.response_lookup is not None
             )
-        request._rate_limit_usage = usage  # type: ignore[attr-defined]
-        if cached_generation is not None and (generations is None or generations.credentials != cached_generation):
-            # Keys or sessions changed since the cached answer (or that cannot be known): ask the
-            # database again. The request stays counted against the credential it named.
-            request.credential_cache_allowed = generations is not None  # type: ignore[attr-defined]
-            request.credentials_generation = generations.credentials if generations else None  # type: ignore[attr-defined]
-            auth_error = self._authenticate(request)
-        if lookup is not None and generations is not None and lookup.generation is None:
-            lookup.found(generation=generations.responses)
-            request.response_cache_lookup = lookup  # type: ignore[attr-defined]
-        if usage is not None and usage.exceeded:
-            retry_after = _seconds_until(usage.reset_epoch)
-            raise RateLimited(
-                f"Rate limit of {usage.limit} requests per window exceeded; retry in {retry_after} s.",
-                headers={"Retry-After": str(retry_after)},
-            )
-        if auth_error is not None:
-            raise auth_error
-        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        return self.counted
 
-    def _authenticate(self, request: Request) -> Exception | None:
-        """Runs the authenticators (again, if they ran before); returns the refusal, if any."""
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """Authenticates and counts the request before DRF's own steps (content negotiation,
+        permissions, throttles), so that every answer of the view is counted and carries the
+        headers; a refusal of the credentials is raised once the request is counted."""
+        # The bearer authenticator may answer from its memory: this view checks what it gave.
+        request.credential_cache_allowed = True  # type: ignore[attr-defined]
+        refusal = _authentication_refusal(request)
+        self.check_throttles(request)  # counts the request; past the limit, 429
+        if refusal is None:
+            refusal = self._remembered_credential_check(request)
+        # For `cached_response`: the entry built under the generation read with the count.
+        lookup, generations = self.response_lookup, self.request_count(request).generations
+        if lookup is not None and lookup.generation is None and generations is not None:
+            lookup.found(generation=generations.responses)
+        if refusal is not None:
+            raise refusal
+        super().initial(request, *args, **kwargs)
+
+    def _remembered_credential_check(self, request: Request) -> Exception | None:
+        """Verifies a remembered credential again (through the authenticator that gave it) when
+        keys or sessions changed since it was remembered, or that cannot be known; returns the
+        refusal, if any. The request stays counted against the credential it named."""
+        remembered = getattr(request.user, "verified_generation", None)
+        generations = self.request_count(request).generations
+        authenticator = request.successful_authenticator
+        if remembered is None or not isinstance(authenticator, BaseAuthentication):
+            return None
+        if generations is not None and generations.credentials == remembered:
+            return None
+        request.credential_cache_allowed = generations is not None  # type: ignore[attr-defined]
+        request.credentials_generation = generations.credentials if generations else None  # type: ignore[attr-defined]
         try:
-            request._authenticate()  # type: ignore[attr-defined]  # DRF's own step behind request.user, re-runnable
+            verified = authenticator.authenticate(request)
         except (APIException, ApplicationError) as exc:
-            # Still counted (per IP, as the credentials were refused): a key guesser is limited,
-            # and past the limit gets 429 rather than another answer about the key.
             return exc
+        if verified is not None:
+            request.user, request.auth = verified
         return None
 
+    def throttled(self, request: Request, wait: float | None) -> NoReturn:
+        usage = self.request_count(request).usage
+        limit = usage.limit if usage is not None else 0
+        retry_after = int(wait) if wait is not None else 1
+        raise RateLimited(
+            f"Rate limit of {limit} requests per window exceeded; retry in {retry_after} s.",
+            headers={"Retry-After": str(retry_after)},
+        )
+
     def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
-        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
-        usage: RateLimitUsage | None = getattr(request, "_rate_limit_usage", None)
+        response = super().finalize_response(request, response, *args, **kwargs)
+        usage = self.counted.usage if self.counted is not None else None
         if usage is not None:
             for name, value in usage.headers().items():
                 response[name] = value
         return response
+
+
+def _authentication_refusal(request: Request) -> Exception | None:
+    """Runs DRF's authentication (`request.user`); the refusal, if any, is returned to be raised
+    once the request is counted (DRF has then left the request unauthenticated)."""
+    try:
+        request.user  # noqa: B018  # evaluated for its authentication, as DRF's perform_authentication does
+    except (APIException, ApplicationError) as exc:
+        return exc
+    return None

@@ -97,7 +97,8 @@ def cached_response(action: Callable[..., Response]) -> Callable[..., HttpRespon
 
     @functools.wraps(action)
     def serve(view: Any, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
-        lookup: ResponseLookup | None = getattr(request, "response_cache_lookup", None)
+        # Set by RateLimitedViewMixin once the request's count has read the generation.
+        lookup: ResponseLookup | None = getattr(view, "response_lookup", None)
         if lookup is not None and lookup.cached is not None:
             return lookup.cached
         response = action(view, request, *args, **kwargs)

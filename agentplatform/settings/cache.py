@@ -13,10 +13,10 @@ CACHES = {
         "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="ap"),
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
     },
-    # The rate-limit counters (django-ratelimit) and the cache generations, on the same Redis:
-    # django-redis keeps one client per process and increments in one atomic call, where
-    # Django's RedisCache builds a client per call and checks and increments in two (three times
-    # the CPU per counted request, measured).
+    # The rate-limit counters and the cache generations, on the same Redis: django-redis keeps
+    # one client per process (agentplatform/plumbing/rate_counters.py runs its script on it), where
+    # Django's RedisCache builds a client per call (three times the CPU per counted request,
+    # measured).
     "counters": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,
@@ -27,9 +27,6 @@ CACHES = {
             # Each process (and thread: Django's caches are per thread) keeps one connection to
             # itself instead of taking one from the pool per call: a third less CPU per call.
             "REDIS_CLIENT_KWARGS": {"single_connection_client": True},
-            # A request's count (django-ratelimit's add and incr) and the cache generations it
-            # needs in one Redis call instead of three (agentplatform/plumbing/counters_client.py).
-            "CLIENT_CLASS": "agentplatform.plumbing.counters_client.CountersRedisClient",
         },
     },
 }

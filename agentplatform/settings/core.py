@@ -54,7 +54,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
-    "django_ratelimit",  # its system checks: the rate-limit cache must be a shared one with atomic INCR
     "agentplatform",
     "agents",
     "coin",

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from django.core.cache import cache
 from redis import Redis
 from rest_framework.test import APIClient
 
+from agentplatform.plumbing.rate_counters import counter_increment, window_end
 from agentplatform.plumbing.ratelimits import count_request, parse_rate
 from agents.models import ApiKeyKind
 from agents.services import api_key_create
@@ -407,6 +409,87 @@ def test_hung_redis_is_tried_once_then_left_alone_for_the_retry_interval(setting
         assert len(silent.accepted) == 1  # one stalled attempt, not one per request
     finally:
         silent.close()
+
+
+# --- the counter: its window and count (agentplatform/rate_counters.py) ----------------------------
+
+
+@pytest.mark.parametrize("caller", ["ip:198.51.100.1", "ip:198.51.100.2", "key:17"])
+def test_a_window_ends_at_the_callers_own_offset_and_holds_for_one_period(caller):
+    period, start = 60, 1_800_000_000  # a multiple of 60
+    offset = zlib.crc32(caller.encode()) % period
+
+    ends = {now: window_end(caller, period, now) for now in range(start, start + 2 * period)}
+
+    # Each second belongs to the window ending at the next second (itself included) at the offset.
+    assert ends == {now: now + (start + offset - now) % period for now in ends}
+
+
+def test_one_second_windows_end_every_second():
+    assert [window_end("ip:198.51.100.3", 1, now) for now in (5, 6, 7)] == [5, 6, 7]
+
+
+def test_counting_returns_the_exact_count_and_the_end_of_its_window():
+    counted = [
+        counter_increment(group="probe", caller="ip:198.51.100.4", limit=2, period=86400, read_generations=False)
+        for _ in range(3)
+    ]
+
+    assert [(c.usage.remaining, c.usage.exceeded) for c in counted] == [(1, False), (0, False), (0, True)]
+    assert {c.usage.reset_epoch for c in counted} == {counted[0].usage.reset_epoch}
+    assert all(c.generations is None for c in counted)
+
+
+def test_generations_are_read_beside_the_count_when_asked():
+    counted = counter_increment(group="probe", caller="ip:198.51.100.5", limit=5, period=60, read_generations=True)
+
+    assert counted.usage.remaining == 4
+    assert counted.generations is not None
+    assert counted.generations.credentials.isdigit() and counted.generations.responses.isdigit()
+
+
+def test_each_group_counts_apart():
+    first = counter_increment(group="one", caller="ip:198.51.100.6", limit=5, period=60, read_generations=False)
+    other = counter_increment(group="two", caller="ip:198.51.100.6", limit=5, period=60, read_generations=False)
+
+    assert (first.usage.remaining, other.usage.remaining) == (4, 4)
+
+
+# --- counted before DRF's own refusals (negotiation, permissions) ------------------------------
+
+
+def test_a_request_without_credentials_to_a_key_only_endpoint_is_counted_and_past_the_limit_is_429():
+    client = client_from("198.51.100.7")
+
+    answers = [client.get("/api/test/quote") for _ in range(4)]
+
+    assert [r.status_code for r in answers] == [401, 401, 401, 429]
+    assert [limit_headers(r) for r in answers] == [("3", "2"), ("3", "1"), ("3", "0"), ("3", "0")]
+    assert answers[0].json()["code"] == "not_authenticated"
+    assert answers[3].json()["code"] == "rate_limited"
+    assert answers[3]["Retry-After"].isdigit()
+
+
+def test_an_unacceptable_accept_header_is_counted_and_answered_with_the_headers():
+    AgentFactory(instance_id="alpha")
+    client = client_from("198.51.100.8")
+
+    refused = client.get("/api/profile/alpha", HTTP_ACCEPT="text/csv")
+    accepted = client.get("/api/profile/alpha")
+
+    assert (refused.status_code, refused.json()["code"]) == (406, "not_acceptable")
+    assert [limit_headers(r) for r in (refused, accepted)] == [("3", "2"), ("3", "1")]
+
+
+def test_a_refused_bearer_token_on_a_key_only_endpoint_counts_once_per_request_against_the_ip():
+    client = client_from("198.51.100.9")
+
+    guesses = [client.get("/api/test/quote", **bearer(f"sk_00000000000{n}_guess")) for n in range(2)]
+    anonymous = client.get("/api/agents")
+
+    assert [r.status_code for r in guesses] == [401, 401]
+    assert [r.json()["code"] for r in guesses] == ["authentication_failed"] * 2
+    assert limit_headers(anonymous) == ("3", "0")  # the two guesses and this, one count each
 
 
 # --- configuration ------------------------------------------------------------------------------
