@@ -51,4 +51,4 @@ VAR_DIR := $(or $(VAR_DIR),$(DOTENV_VAR_DIR),var)
 PGDATA := $(VAR_DIR)/pgdata
 
 stop-db:
-	test ! -f "$(PGDATA)/postmaster.pid" || $(BIN)/python -c "import sys; from agentplatform.embedded_postgres import embedded_server; embedded_server(sys.argv[1]).stop()" "$(PGDATA)"
+	test ! -f "$(PGDATA)/postmaster.pid" || $(BIN)/python -c "import sys; from agentplatform.plumbing.embedded_postgres import embedded_server; embedded_server(sys.argv[1]).stop()" "$(PGDATA)"

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, URLResolver
 
-from agentplatform.ratelimits import AdminLoginRefusal, admin_login_attempt_count
+from agentplatform.plumbing.ratelimits import AdminLoginRefusal, admin_login_attempt_count
 from groundtruth.console_views import console_urls
 
 

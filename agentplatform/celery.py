@@ -4,7 +4,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import beat_init, celeryd_init
 
-from agentplatform.database_backend.deadlines import ProcessKind, process_kind_set
+from agentplatform.plumbing.database_backend.deadlines import ProcessKind, process_kind_set
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
 
@@ -17,5 +17,5 @@ app.autodiscover_tasks()
 @beat_init.connect
 def _worker_database_deadlines(**kwargs: Any) -> None:
     """The worker (before its pool forks) and beat wait on the database as long as an ingest's
-    statements may take (agentplatform/database_backend/deadlines.py)."""
+    statements may take (agentplatform/plumbing/database_backend/deadlines.py)."""
     process_kind_set(ProcessKind.WORKER)

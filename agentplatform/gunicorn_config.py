@@ -12,7 +12,7 @@
 - Each worker loads the embedding model before it accepts a connection, so no request pays it
   (ONNX Runtime: under a second, the weights mapped from the export every process shares).
 - Forwarded headers: gunicorn trusts none (see `forwarded_allow_ips` below); Django alone decides,
-  from TRUSTED_PROXY_COUNT (settings.py).
+  from TRUSTED_PROXY_COUNT (agentplatform/settings/security.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@ a request gunicorn has to kill. Clients also carry socket timeouts, so such a th
 after; until it has, that check is not started again (one thread per check at most). A report
 is reused for HEALTH_CACHE_SECONDS and computed by one request at a time, so a load balancer
 polling every worker cannot pile up probes.
+
+GET /health itself (HealthViewSet and `urlpatterns`, mounted with the ground-truth routes by
+agentplatform/ground_truth_routes.py) is public (load balancers call it), reads no credentials (a
+probe configured with a stale key still sees the health) and is not rate limited. It is the
+wiring's, not an app's: it reports on every part of the platform.
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ import httpx
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, connections
+from django.urls import path
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from agentplatform.celery import app as celery_app
 from groundtruth.embeddings import embedding_backend
@@ -212,3 +223,55 @@ def health_report() -> tuple[dict[str, object], bool]:
     nothing can be searched then (503). Any other failing check makes the status `degraded`
     (200): search still answers, lexically or without generation."""
     return health_probe.report()
+
+
+class HealthCheckSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "error", "disabled"])
+    detail = serializers.CharField()
+    ms = serializers.IntegerField(help_text="how long the check took")
+
+
+# One member per check HEALTH_CHECKS runs, in its order: the checks are listed once, there.
+HealthChecksSerializer = type(
+    "HealthChecksSerializer", (serializers.Serializer,), {name: HealthCheckSerializer() for name in HEALTH_CHECKS}
+)
+
+
+class HealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=["ok", "degraded", "unavailable"],
+        help_text="unavailable (503): database or pgvector down; degraded (200): another check failed",
+    )
+    checks = HealthChecksSerializer()
+
+
+class HealthViewSet(viewsets.ViewSet):
+    """Liveness and dependencies of the ground-truth service."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        operation_id="health",
+        summary="Health of the service and its dependencies",
+        description=(
+            "Checks the database, pgvector, Redis, the Celery broker, the embedding backend and the "
+            "language-model endpoint. 200 with status `ok` or `degraded` (a non-critical check failed: "
+            "search still answers); 503 with status `unavailable` when the database or pgvector fails. "
+            "Each check is `ok`, `error` or `disabled` (not configured). Public; reads no credentials: an "
+            "`Authorization` header, even a malformed, unknown or revoked one, is ignored."
+        ),
+        responses={
+            200: HealthSerializer,
+            503: OpenApiResponse(HealthSerializer, description="The database or pgvector is unavailable."),
+        },
+        auth=[],
+    )
+    def list(self, request: Request) -> Response:
+        report, serving = health_report()
+        return Response(
+            HealthSerializer(report).data, status=status.HTTP_200_OK if serving else status.HTTP_503_SERVICE_UNAVAILABLE
+        )
+
+
+urlpatterns = [path("health", HealthViewSet.as_view({"get": "list"}), name="health")]

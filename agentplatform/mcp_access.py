@@ -2,8 +2,8 @@
 
 Every HTTP request to /mcp goes through `McpAccessView`, a DRF view like the REST endpoints':
 the same bearer authentication (a service key; its verification and per-worker cache,
-agentplatform/authentication.py), the same permission (scope `read`), the same rate limit
-(the `authenticated` class per key, `public` per IP for a refused key; agentplatform/ratelimits.py)
+agentplatform/plumbing/authentication.py), the same permission (scope `read`), the same rate limit
+(the `authenticated` class per key, `public` per IP for a refused key; agentplatform/plumbing/ratelimits.py)
 and the same problem details. A refusal (401, 403, 429, 503) is that view's response, sent as it
 is; an admitted request goes on to the MCP transport with the X-RateLimit headers added to
 whatever it answers.
@@ -24,11 +24,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentplatform.authentication import BearerCredentialAuthentication
-from agentplatform.errors import problem_response
-from agentplatform.permissions import HasServiceReadScope
-from agentplatform.ratelimits import RateLimitedViewMixin
-from agentplatform.renderers import FirstRendererNegotiation, JSONRenderer
+from agentplatform.plumbing.authentication import BearerCredentialAuthentication
+from agentplatform.plumbing.errors import problem_response
+from agentplatform.plumbing.permissions import HasServiceReadScope
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.renderers import FirstRendererNegotiation, JSONRenderer
 
 logger = logging.getLogger(__name__)
 

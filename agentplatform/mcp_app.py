@@ -37,10 +37,10 @@ from typing import Any
 import anyio.to_thread
 import django
 
-from agentplatform.database_backend.deadlines import ProcessKind, process_kind_set
+from agentplatform.plumbing.database_backend.deadlines import ProcessKind, process_kind_set
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
-# A client waits on every tool call's queries: the short database deadlines (agentplatform/database_backend/).
+# A client waits on every tool call's queries: the short database deadlines (agentplatform/plumbing/database_backend/).
 process_kind_set(ProcessKind.SERVING)
 django.setup()
 
@@ -51,10 +51,15 @@ from mcp.server.transport_security import TransportSecuritySettings  # noqa: E40
 from mcp_types import ToolAnnotations  # noqa: E402
 from starlette.types import Message, Receive, Scope, Send  # noqa: E402
 
-from agentplatform.errors import problem_body  # noqa: E402
 from agentplatform.ground_truth_routes import ground_truth_mount  # noqa: E402
 from agentplatform.mcp_access import mcp_access_decide  # noqa: E402
-from agentplatform.mcp_tool_calls import ArgumentsInvalid, arguments_invalid_text, tool_caller_reset, tool_caller_set  # noqa: E402  # noqa: E402
+from agentplatform.plumbing.errors import problem_body  # noqa: E402
+from agentplatform.plumbing.mcp_tool_calls import (  # noqa: E402  # noqa: E402
+    ArgumentsInvalid,
+    arguments_invalid_text,
+    tool_caller_reset,
+    tool_caller_set,
+)
 from brandassets.mcp_tools import BRAND_ASSET_TOOLS  # noqa: E402
 from groundtruth.embeddings import embedding_backend, embedding_backend_prepare  # noqa: E402
 from groundtruth.mcp_tools import GROUND_TRUTH_TOOLS  # noqa: E402

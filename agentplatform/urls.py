@@ -18,5 +18,5 @@ urlpatterns = [
     *(path(ground_truth_mount(), include(urlconf)) for urlconf in GROUND_TRUTH_URLCONFS),
 ]
 
-handler404 = "agentplatform.errors.handler404"
-handler500 = "agentplatform.errors.handler500"
+handler404 = "agentplatform.plumbing.errors.handler404"
+handler500 = "agentplatform.plumbing.errors.handler500"

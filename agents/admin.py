@@ -16,9 +16,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentplatform.errors import ApplicationError
-from agentplatform.money import money_text
-from agentplatform.wallet_addresses import wallet_address_normalize
+from agentplatform.plumbing.errors import ApplicationError
+from agentplatform.plumbing.money import money_text
+from agentplatform.plumbing.wallet_addresses import wallet_address_normalize
 from agents import admin_keys  # noqa: F401  (API key and wallet session admin, registered on import)
 from agents.models import ALLOWED_STATUS_TRANSITIONS, Agent, AgentStatus
 from agents.selectors import agent_with_runway_queryset

@@ -16,8 +16,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from agentplatform.admin_display import moment_text
-from agentplatform.errors import InvalidInput
+from agentplatform.plumbing.admin_display import moment_text
+from agentplatform.plumbing.errors import InvalidInput
 from agents.models import WALLET_SESSION_PREFIX, ApiKey, ApiKeyKind, ApiKeyScope, WalletSession
 from agents.services import (
     api_key_create,

@@ -5,7 +5,7 @@ class AgentsConfig(AppConfig):
     name = "agents"
 
     def ready(self) -> None:
-        from agentplatform.cache_generations import CREDENTIALS, RESPONSES, bump_on_change
+        from agentplatform.plumbing.cache_generations import CREDENTIALS, RESPONSES, bump_on_change
         from agents.models import Agent, ApiKey, WalletSession
 
         bump_on_change(RESPONSES, Agent)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agentplatform.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
-from agentplatform.query_params import QueryIntegerField
-from agentplatform.serializer_fields import WalletAddressField
+from agentplatform.plumbing.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
+from agentplatform.plumbing.query_params import QueryIntegerField
+from agentplatform.plumbing.serializer_fields import WalletAddressField
 from agents.wallet_auth import MAX_MESSAGE_LENGTH
 
 # EIP-155 leaves chain ids unbounded; wallets keep them within JSON's exact integers.

@@ -8,9 +8,9 @@ from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.errors import problem_responses
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.errors import problem_responses
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
 from agents.auth_serializers import (
     NonceQuerySerializer,
     NonceSerializer,

@@ -1,7 +1,7 @@
 """The agent platform's bearer credentials checked against their rows: API keys (`ak_`, `uk_`,
 `sk_`) and wallet sessions (`ws_`).
 
-`bearer_token_verify` is the CREDENTIAL_VERIFIER that agentplatform/authentication.py calls
+`bearer_token_verify` is the CREDENTIAL_VERIFIER that agentplatform/plumbing/authentication.py calls
 with a token's prefix, lookup and SHA-256; the token format, the header, the constant-time
 comparison and the per-worker memory of verified tokens are that module's.
 """
@@ -14,7 +14,13 @@ from django.db.models import Q
 from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
 
-from agentplatform.authentication import WALLET, Principal, RepositoryScope, VerifiedCredential, token_hash_matches
+from agentplatform.plumbing.authentication import (
+    WALLET,
+    Principal,
+    RepositoryScope,
+    VerifiedCredential,
+    token_hash_matches,
+)
 from agents.models import KIND_BY_PREFIX, WALLET_SESSION_PREFIX, ApiKey, WalletSession
 
 # last_used_at is written at most this often per key, to keep writes off the hot path.

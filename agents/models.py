@@ -5,7 +5,7 @@ from decimal import Decimal
 from django.db import models
 from django.db.models import Q
 
-from agentplatform.money import MONEY
+from agentplatform.plumbing.money import MONEY
 
 
 class AgentStatus(models.TextChoices):
@@ -120,7 +120,7 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
 
-# Bearer token prefixes (agentplatform/authentication.py: `<prefix>_<lookup>_<secret>`).
+# Bearer token prefixes (agentplatform/plumbing/authentication.py: `<prefix>_<lookup>_<secret>`).
 KEY_PREFIXES: dict[str, str] = {ApiKeyKind.AGENT: "ak", ApiKeyKind.USER: "uk", ApiKeyKind.SERVICE: "sk"}
 KIND_BY_PREFIX = {prefix: kind for kind, prefix in KEY_PREFIXES.items()}
 WALLET_SESSION_PREFIX = "ws"

@@ -5,16 +5,16 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Case, DecimalField, ExpressionWrapper, F, QuerySet, When
 
-from agentplatform.errors import NotFound
-from agentplatform.money import MONEY
-from agentplatform.prepared_statements import prepared_cursor
-from agentplatform.renderers import RenderedJSON
-from agentplatform.sql_json import json_array, serializer_json_object
+from agentplatform.plumbing.errors import NotFound
+from agentplatform.plumbing.money import MONEY
+from agentplatform.plumbing.prepared_statements import prepared_cursor
+from agentplatform.plumbing.renderers import RenderedJSON
+from agentplatform.plumbing.sql_json import json_array, serializer_json_object
 from agents.models import Agent
 from agents.serializers import AgentSummarySerializer
 
 # An agent of the list as AgentSummarySerializer writes it, rendered by PostgreSQL
-# (agentplatform/sql_json.py): each field from the column of the subquery below.
+# (agentplatform/plumbing/sql_json.py): each field from the column of the subquery below.
 _AGENT_SUMMARY_JSON = serializer_json_object(
     AgentSummarySerializer,
     {

@@ -6,7 +6,7 @@ from decimal import ROUND_HALF_UP
 
 from rest_framework import serializers
 
-from agentplatform.serializer_fields import BlankAsNullCharField, FlatRowSerializer, MoneyField
+from agentplatform.plumbing.serializer_fields import BlankAsNullCharField, FlatRowSerializer, MoneyField
 from agents.models import Agent, AgentStatus
 
 

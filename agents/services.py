@@ -7,10 +7,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agentplatform.authentication import new_token
-from agentplatform.cache_generations import CREDENTIALS, RESPONSES, generation_bump
-from agentplatform.errors import Conflict, InvalidInput, NotFound, Unauthenticated
-from agentplatform.wallet_addresses import wallet_address_normalize
+from agentplatform.plumbing.authentication import new_token
+from agentplatform.plumbing.cache_generations import CREDENTIALS, RESPONSES, generation_bump
+from agentplatform.plumbing.errors import Conflict, InvalidInput, NotFound, Unauthenticated
+from agentplatform.plumbing.wallet_addresses import wallet_address_normalize
 from agents.models import (
     ALLOWED_STATUS_TRANSITIONS,
     KEY_PREFIXES,

@@ -8,10 +8,10 @@ from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.errors import problem_responses
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import RateLimitedViewMixin
-from agentplatform.response_cache import cached_response
+from agentplatform.plumbing.errors import problem_responses
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.response_cache import cached_response
 from agents.models import AgentStatus
 from agents.selectors import agent_list_json, agent_profile_get
 from agents.serializers import (

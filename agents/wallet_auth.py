@@ -31,8 +31,8 @@ from eth_account.messages import encode_defunct
 from eth_keys.exceptions import BadSignature
 from eth_utils import to_checksum_address
 
-from agentplatform.errors import InvalidInput, Unauthenticated
-from agentplatform.wallet_addresses import wallet_address_normalize
+from agentplatform.plumbing.errors import InvalidInput, Unauthenticated
+from agentplatform.plumbing.wallet_addresses import wallet_address_normalize
 from agents.models import WalletNonce
 
 with warnings.catch_warnings():

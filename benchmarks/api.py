@@ -21,7 +21,7 @@ What it does, in one run:
    the ceiling (target: at least 60%), and its CPU per request against the ceiling's.
 4. Then the same three endpoints with `Cache-Control: no-cache`, which makes each request build
    its answer from the database instead of taking this worker's cached rendering
-   (agentplatform/response_cache.py): what a request costs right after a write, as every read
+   (agentplatform/plumbing/response_cache.py): what a request costs right after a write, as every read
    in a busy chat does (target: at least 35% of the ceiling; skip with --skip-uncached).
 
 The load generator shares the machine's cores with the server, as any local run does.
@@ -247,7 +247,7 @@ def main() -> int:
 def embedded_postgres_socket_dir() -> str:
     """Starts (or finds) the embedded server exactly as the settings do; returns its socket dir."""
     sys.path.insert(0, str(BASE_DIR))
-    from agentplatform.embedded_postgres import embedded_database_settings
+    from agentplatform.plumbing.embedded_postgres import embedded_database_settings
 
     return str(embedded_database_settings(BASE_DIR / "var" / "pgdata")["HOST"])
 

@@ -25,7 +25,7 @@ def _server_url(database: str) -> tuple[str, dict[str, Any]]:
         url = urlunsplit(parts._replace(path=f"/{database}"))
         return url, {"conninfo": urlunsplit(parts._replace(path="/postgres"))}
     sys.path.insert(0, str(ROOT))
-    from agentplatform.embedded_postgres import embedded_server
+    from agentplatform.plumbing.embedded_postgres import embedded_server
 
     data_dir = Path(os.environ.get("VAR_DIR", ROOT / "var")) / "pgdata"
     data_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -291,7 +291,7 @@ def redis_frozen(client: httpx.Client, redis, web_log: Path) -> Tally:
 
 
 def postgres_stopped(client: httpx.Client, env: dict[str, str], var_dir: Path, bearer: dict[str, str]) -> Tally:
-    from agentplatform.embedded_postgres import embedded_server
+    from agentplatform.plumbing.embedded_postgres import embedded_server
 
     tally = Tally("3. PostgreSQL stopped")
     calls = [

@@ -197,7 +197,7 @@ def database_prepare(database_url: str | None, name: str) -> str:
     else:
         from urllib.parse import quote
 
-        from agentplatform.embedded_postgres import embedded_database_settings
+        from agentplatform.plumbing.embedded_postgres import embedded_database_settings
 
         db = embedded_database_settings(ROOT / "var" / "pgdata")
         conninfo = f"host={db['HOST']} user={db['USER']} dbname=postgres"

@@ -51,9 +51,8 @@ documentation of a webhook service, written for the benchmarks) is indexed besid
 more repository (`--no-ferrite` leaves it out): one more documentation style to tune for and to
 hold out. Its figures are printed apart.
 
-Also printed: the re-ranking weights and the model fitted on all repositories, as the settings
-that ship them (ASK_ABSTENTION_MODEL is what `manage.py abstention_fit` prints for the same
-questions).
+Also printed: the re-ranking weights and the model fitted on all repositories, as the fit files
+that ship them (groundtruth/search/fitted/*.json, the format `manage.py abstention_fit` writes).
 """
 
 from __future__ import annotations
@@ -544,7 +543,7 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
         f"shipped configuration: SEARCH_HEADING_WEIGHT={configured.heading_weight:g} "
         f"SEARCH_LEXICAL_WEIGHT={configured.lexical_weight:g} SEARCH_DENSE_WEIGHT={configured.dense_weight:g} "
         f"SEARCH_RRF_K={configured.rank_constant:g} SEARCH_RERANK_DEPTH={configured.rerank_depth} "
-        f"SEARCH_RERANK_WEIGHTS={_weights_text(configured.rerank_weights)}"
+        f"re-ranking (fitted/reranking.json) {_weights_text(configured.rerank_weights)}"
     )
 
     cross: Run | None = None
@@ -617,10 +616,18 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
         fusion = rerank_fit(shipped, set(evaluation.folds), configured)
         final = questions_ask(evaluation, fusion=fusion)
         model, threshold = abstention_fit(final, set(evaluation.folds))
-        print("\nfitted on every repository (the settings that ship these figures):")
-        print(f"  SEARCH_RERANK_WEIGHTS={_weights_text(fusion.rerank_weights)}")
-        print(f"  ASK_ABSTENTION_MODEL={model.configuration()}")
-        print(f"  ASK_ABSTENTION_THRESHOLD={threshold:.3f}")
+        from groundtruth.search.fitted_parameters import abstention_fit_document, fit_provenance, rerank_fit_document
+
+        provenance = fit_provenance(
+            command=" ".join([".venv/bin/python", *sys.argv]),
+            data=f"{len(evaluation.questions)} questions over {len(evaluation.folds)} repositories: "
+            + ", ".join(sorted(evaluation.folds)),
+        )
+        print("\nfitted on every repository (the fit files that ship these figures, groundtruth/search/fitted/):")
+        print("reranking.json:")
+        print(rerank_fit_document(weights=fusion.rerank_weights, provenance=provenance), end="")
+        print("abstention.json:")
+        print(abstention_fit_document(model=model, threshold=threshold, provenance=provenance), end="")
 
     if misses:
         misses_print(shipped)

@@ -1,4 +1,4 @@
-"""In-process caches of the content endpoint (agentplatform/bounded_cache.py): asset bytes keyed
+"""In-process caches of the content endpoint (agentplatform/plumbing/bounded_cache.py): asset bytes keyed
 by git blob SHA, bounded by total size, and the short-lived resolution of a URL to its asset row.
 
 A blob SHA names its bytes forever, so those entries never go stale and need no invalidation: a
@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agentplatform.bounded_cache import BoundedCache
+from agentplatform.plumbing.bounded_cache import BoundedCache
 
 blob_contents: BoundedCache[str, bytes] = BoundedCache(
     max_size=lambda: int(settings.ASSET_CONTENT_CACHE_BYTES), size_of=len

@@ -18,7 +18,7 @@ from django.conf import settings
 from mcp_types import ContentBlock, ImageContent, ResourceLink, TextContent
 from pydantic import Field
 
-from agentplatform.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool
+from agentplatform.plumbing.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool
 from brandassets import selectors, services
 from brandassets.registry import content_type_for
 from brandassets.serializers import AssetQuerySerializer, BrandAssetSerializer

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.postgres.aggregates import ArrayAgg
 from django.db.models import Count, Q, QuerySet
 
-from agentplatform.errors import NotFound
+from agentplatform.plumbing.errors import NotFound
 from brandassets.content_cache import asset_record_cache
 from brandassets.models import BrandAsset
 

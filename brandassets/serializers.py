@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agentplatform.json_bodies import StrictCharField, StrictRegexField
+from agentplatform.plumbing.json_bodies import StrictCharField, StrictRegexField
 from brandassets.models import BrandAsset
 from brandassets.registry import NAME_PATTERN
 from groundtruth.ingest.git_access import blob_url

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agentplatform.errors import ServiceUnavailable
+from agentplatform.plumbing.errors import ServiceUnavailable
 from brandassets.content_cache import asset_record_cache, blob_contents
 from brandassets.models import AssetRegistry, BrandAsset
 from brandassets.registry import AssetEntry, RepoSource, registry_parse

@@ -20,11 +20,11 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
-from agentplatform.errors import InvalidInput, NotFound, problem_responses
-from agentplatform.permissions import HasServiceReadScope
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
+from agentplatform.plumbing.errors import InvalidInput, NotFound, problem_responses
+from agentplatform.plumbing.permissions import HasServiceReadScope
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
 from brandassets import selectors, services
 from brandassets.models import BrandAsset
 from brandassets.registry import NAME_PATTERN, content_type_for

@@ -14,7 +14,7 @@ from django_redis import get_redis_connection
 from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
 
-from agentplatform.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
+from agentplatform.plumbing.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def chat_redis_location() -> str:
 
 def chat_message_announce(*, message_id: int) -> None:
     """Publishes the id of a committed message. A Redis that is down or hangs costs the poster at
-    most one socket timeout every REDIS_RETRY_INTERVAL_SECONDS (agentplatform/redis_breaker.py);
+    most one socket timeout every REDIS_RETRY_INTERVAL_SECONDS (agentplatform/plumbing/redis_breaker.py);
     the streams then find the message by polling."""
     location = chat_redis_location()
     if redis_breaker.is_open(location):

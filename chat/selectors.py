@@ -8,9 +8,9 @@ from django.db import connection
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 
-from agentplatform.prepared_statements import prepared_cursor
-from agentplatform.renderers import RenderedJSON
-from agentplatform.sql_json import json_array, serializer_json_object
+from agentplatform.plumbing.prepared_statements import prepared_cursor
+from agentplatform.plumbing.renderers import RenderedJSON
+from agentplatform.plumbing.sql_json import json_array, serializer_json_object
 from agents.models import Agent
 from chat.models import ChatMessage
 from chat.serializers import ChatMessageSerializer
@@ -37,7 +37,7 @@ class ChatFeedPage:
     oldest_id: int | None  # where the next page starts (`before`)
 
 
-# A message as ChatMessageSerializer writes it, rendered by PostgreSQL (agentplatform/sql_json.py):
+# A message as ChatMessageSerializer writes it, rendered by PostgreSQL (agentplatform/plumbing/sql_json.py):
 # each field from its expression over the message `m` and its sender `a`, as chat_messages_with_sender
 # reads them.
 _FEED_MESSAGE_JSON = serializer_json_object(

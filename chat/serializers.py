@@ -6,10 +6,10 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentplatform.errors import InvalidInput
-from agentplatform.json_bodies import StrictBodySerializer, StrictRegexField
-from agentplatform.query_params import QueryIntegerField
-from agentplatform.serializer_fields import FlatRowSerializer
+from agentplatform.plumbing.errors import InvalidInput
+from agentplatform.plumbing.json_bodies import StrictBodySerializer, StrictRegexField
+from agentplatform.plumbing.query_params import QueryIntegerField
+from agentplatform.plumbing.serializer_fields import FlatRowSerializer
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, MessageType
 from chat.services import IDEMPOTENCY_KEY_MAX_LENGTH, MESSAGE_PATTERN, MESSAGE_RULE
 

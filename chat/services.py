@@ -12,8 +12,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from agentplatform.cache_generations import RESPONSES, generation_bump
-from agentplatform.errors import Conflict, Forbidden, InvalidInput
+from agentplatform.plumbing.cache_generations import RESPONSES, generation_bump
+from agentplatform.plumbing.errors import Conflict, Forbidden, InvalidInput
 from agents.models import Agent, AgentStatus
 from chat.announcements import chat_message_announce
 from chat.models import AGENT_MESSAGE_TYPES, MESSAGE_MAX_LENGTH, ChatMessage, MessageType

@@ -46,8 +46,8 @@ from django.conf import settings
 from django.db import close_old_connections
 from redis.exceptions import RedisError
 
-from agentplatform.errors import DATABASE_UNAVAILABLE_ERRORS
-from agentplatform.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
+from agentplatform.plumbing.errors import DATABASE_UNAVAILABLE_ERRORS
+from agentplatform.plumbing.redis_breaker import REDIS_RETRY_INTERVAL_SECONDS, redis_breaker
 from chat.announcements import chat_channel, chat_redis_location
 from chat.selectors import chat_messages_after, chat_newest_message_id
 
@@ -83,7 +83,7 @@ def sse_event(message_id: int, message_json: str) -> bytes:
     """One SSE event: `id:` the message id, `data:` the message as the feed sends it.
 
     The JSON is one line (it escapes line breaks); U+2028 and U+2029 are escaped as the feed's
-    renderer does (agentplatform/renderers.py), so the bytes are the feed's.
+    renderer does (agentplatform/plumbing/renderers.py), so the bytes are the feed's.
     """
     data = message_json.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     return f"id: {message_id}\ndata: {data}\n\n".encode()

@@ -20,13 +20,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentplatform.authentication import request_principal
-from agentplatform.errors import ApplicationError, RateLimited, problem_response, problem_responses
-from agentplatform.permissions import IsAgentKey
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import PUBLIC, RateLimitedViewMixin, client_ip, count_request
-from agentplatform.renderers import FirstRendererNegotiation
-from agentplatform.response_cache import cached_response
+from agentplatform.plumbing.authentication import request_principal
+from agentplatform.plumbing.errors import ApplicationError, RateLimited, problem_response, problem_responses
+from agentplatform.plumbing.permissions import IsAgentKey
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import PUBLIC, RateLimitedViewMixin, client_ip, count_request
+from agentplatform.plumbing.renderers import FirstRendererNegotiation
+from agentplatform.plumbing.response_cache import cached_response
 from chat.selectors import chat_feed, chat_message_get
 from chat.serializers import (
     BIGINT_MAX,

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agentplatform.money import money_text
+from agentplatform.plumbing.money import money_text
 from coin.charts import price_text
 from coin.models import PricePoint, Wallet
 

@@ -5,7 +5,7 @@ class CoinConfig(AppConfig):
     name = "coin"
 
     def ready(self) -> None:
-        from agentplatform.cache_generations import RESPONSES, bump_on_change
+        from agentplatform.plumbing.cache_generations import RESPONSES, bump_on_change
         from coin.models import PricePoint
 
         bump_on_change(RESPONSES, PricePoint)

@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.db import models
 from django.db.models import Q
 
-from agentplatform.money import MONEY
+from agentplatform.plumbing.money import MONEY
 
 
 class Wallet(models.Model):

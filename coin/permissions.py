@@ -6,8 +6,8 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from agentplatform.authentication import USER, WALLET, Principal
-from agentplatform.errors import Forbidden
+from agentplatform.plumbing.authentication import USER, WALLET, Principal
+from agentplatform.plumbing.errors import Forbidden
 
 WALLET_CREDENTIAL_KINDS = frozenset({WALLET, USER})
 

@@ -9,10 +9,10 @@ from typing import Any, Generic, TypeVar
 
 from django.db import connection
 
-from agentplatform.errors import NotFound
-from agentplatform.prepared_statements import prepared_cursor
-from agentplatform.renderers import RenderedJSON
-from agentplatform.sql_json import json_array, serializer_json_object
+from agentplatform.plumbing.errors import NotFound
+from agentplatform.plumbing.prepared_statements import prepared_cursor
+from agentplatform.plumbing.renderers import RenderedJSON
+from agentplatform.plumbing.sql_json import json_array, serializer_json_object
 from coin.models import PricePoint, Wallet
 from coin.serializers import PriceSampleSerializer
 
@@ -97,7 +97,7 @@ FROM newest n CROSS JOIN points
 ORDER BY points.timestamp
 """
 )
-# A point as PriceSampleSerializer writes it, rendered by PostgreSQL (agentplatform/sql_json.py).
+# A point as PriceSampleSerializer writes it, rendered by PostgreSQL (agentplatform/plumbing/sql_json.py).
 # The price as float8 once per point (json_number refers to its value four times, and PostgreSQL
 # converts a numeric to float8 through text).
 _SAMPLE_JSON = serializer_json_object(

@@ -9,9 +9,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentplatform.query_params import QueryIntegerField
-from agentplatform.serializer_fields import FlatRowSerializer, MoneyField, WalletAddressField
-from agentplatform.wallet_addresses import ADDRESS_RULE
+from agentplatform.plumbing.query_params import QueryIntegerField
+from agentplatform.plumbing.serializer_fields import FlatRowSerializer, MoneyField, WalletAddressField
+from agentplatform.plumbing.wallet_addresses import ADDRESS_RULE
 
 PERIOD_UNITS: dict[str, timedelta] = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 MAX_PERIOD = timedelta(days=365)

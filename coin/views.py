@@ -8,11 +8,11 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.authentication import request_principal
-from agentplatform.errors import problem_responses
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import RateLimitedViewMixin
-from agentplatform.response_cache import cached_response
+from agentplatform.plumbing.authentication import request_principal
+from agentplatform.plumbing.errors import problem_responses
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.response_cache import cached_response
 from coin.permissions import IsWalletCredential, wallet_read_ensure_allowed
 from coin.selectors import price_history_json, wallet_balance_get
 from coin.serializers import (

@@ -20,8 +20,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from agentplatform.admin_display import duration_text, moment_text
-from agentplatform.errors import ApplicationError
+from agentplatform.plumbing.admin_display import duration_text, moment_text
+from agentplatform.plumbing.errors import ApplicationError
 from groundtruth import (
     admin_questions,  # noqa: F401  (the audit of questions, registered on import)
     selectors,

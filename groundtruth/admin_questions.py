@@ -13,7 +13,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from agentplatform.admin_display import moment_text
+from agentplatform.plumbing.admin_display import moment_text
 from groundtruth.models import AskedQuestion, Repository
 from groundtruth.question_audit import unanswered_questions_frequent
 

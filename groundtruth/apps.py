@@ -28,12 +28,35 @@ def _schedule_sync_on_beat_start(**kwargs: Any) -> None:
     ingest_schedule_sync()
 
 
+def _fits_check() -> None:
+    """Reads the fitted parameters in use, so that a bad fit file stops start-up naming the
+    variable that chose it (as a bad setting does) instead of failing the first /ask."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from groundtruth.search.fitted_parameters import (
+        FitInvalid,
+        abstention_fit_current,
+        rerank_fit_current,
+    )
+
+    for variable, read in (
+        ("ASK_ABSTENTION_FIT_FILE", abstention_fit_current),
+        ("SEARCH_RERANK_FIT_FILE", rerank_fit_current),
+    ):
+        try:
+            read()
+        except FitInvalid as exc:
+            raise ImproperlyConfigured(f"{variable}: {exc}") from exc
+
+
 class GroundTruthConfig(AppConfig):
     name = "groundtruth"
     verbose_name = "Ground truth"
 
     def ready(self) -> None:
         from celery.signals import beat_init
+
+        _fits_check()
 
         post_migrate.connect(_schedule_sync_after_migrate, sender=self, dispatch_uid="groundtruth-schedule-sync")
         beat_init.connect(_schedule_sync_on_beat_start, dispatch_uid="groundtruth-schedule-sync-beat", weak=False)

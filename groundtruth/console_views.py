@@ -18,7 +18,7 @@ from django.urls import URLPattern, path, reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from agentplatform.errors import ApplicationError, problem_response
+from agentplatform.plumbing.errors import ApplicationError, problem_response
 from groundtruth import selectors, services
 from groundtruth.ingest.runs import ingest_runs_stale_clear
 from groundtruth.models import IngestTrigger

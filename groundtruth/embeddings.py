@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import httpx
 from django.conf import settings
 
-from agentplatform.database_backend.deadlines import ProcessKind, process_kind
+from agentplatform.plumbing.database_backend.deadlines import ProcessKind, process_kind
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ read_source and list_repositories.
 Each checks its arguments with the serializer of the REST endpoint it mirrors and calls the same
 service or selector, so that it answers exactly what /search, /ask, /sources and /repos answer
 (the same JSON as structured content, and as text). The JSON schemas state the same limits; a
-refusal is a tool error with the endpoint's message (agentplatform/mcp_tool_calls.py).
+refusal is a tool error with the endpoint's message (agentplatform/plumbing/mcp_tool_calls.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from agentplatform.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool, tool_caller
+from agentplatform.plumbing.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool, tool_caller
 from groundtruth import selectors
 from groundtruth.question_audit import asked_question_record
 from groundtruth.search.ask import question_answer

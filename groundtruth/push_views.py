@@ -3,7 +3,7 @@
 No service key: the delivery's signature with INGEST_WEBHOOK_SECRET is its credential (checked in
 groundtruth/ingest/push_events.py), and without the secret the endpoint does not exist (404).
 Counted against the public rate-limit class, per client IP. The body is read here, up to
-INGEST_WEBHOOK_MAX_BYTES (the view's `body_limit_setting`, which agentplatform/body_limits.py
+INGEST_WEBHOOK_MAX_BYTES (the view's `body_limit_setting`, which agentplatform/plumbing/body_limits.py
 applies before the view runs): pushes are larger than the API's other bodies.
 """
 
@@ -17,8 +17,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.errors import BodyTooLarge, NotFound, problem_responses
-from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.errors import BodyTooLarge, NotFound, problem_responses
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
 from groundtruth.ingest.push import push_hook_handle
 from groundtruth.ingest.push_events import push_hook_read
 from groundtruth.serializers import PushAcceptedSerializer, PushIgnoredSerializer

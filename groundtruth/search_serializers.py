@@ -6,9 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentplatform.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
-from agentplatform.query_params import QueryIntegerField
-from agentplatform.serializer_fields import OmittedWhenEmptyCharField, RoundedFloatField
+from agentplatform.plumbing.json_bodies import StrictBodySerializer, StrictCharField, StrictRegexField
+from agentplatform.plumbing.query_params import QueryIntegerField
+from agentplatform.plumbing.serializer_fields import OmittedWhenEmptyCharField, RoundedFloatField
 from groundtruth.models import TrustTier
 from groundtruth.serializers import REPO_NAME_PATTERN
 from groundtruth.source_lines import source_lines_url
@@ -18,7 +18,7 @@ SEARCH_LIMIT_MAX = 50
 QUERY_MAX_CHARS = 500  # fits the web server's request line percent-encoded (gunicorn_config.py)
 QUESTION_MAX_CHARS = 2000
 # Messages name no field: the problem's `errors` carry it, and its detail reads "<field>: <message>"
-# (agentplatform/errors.py), as for every other endpoint.
+# (agentplatform/plumbing/errors.py), as for every other endpoint.
 SEARCH_LIMIT_RULE = f"must be an integer from 1 to {SEARCH_LIMIT_MAX}"
 
 

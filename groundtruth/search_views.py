@@ -7,11 +7,11 @@ from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
-from agentplatform.errors import problem_responses
-from agentplatform.permissions import HasServiceReadScope
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
+from agentplatform.plumbing.errors import problem_responses
+from agentplatform.plumbing.permissions import HasServiceReadScope
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
 from groundtruth.question_audit import asked_question_record_when_sent
 from groundtruth.search.ask import question_answer
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve

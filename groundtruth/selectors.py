@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from agentplatform.errors import InvalidInput, NotFound
+from agentplatform.plumbing.errors import InvalidInput, NotFound
 from groundtruth.models import IngestRun, IngestStatus, Registry, Repository
 from groundtruth.registry_files import registry_location
 

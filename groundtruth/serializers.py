@@ -1,5 +1,5 @@
-"""Wire shapes of /health, /repos and /ingest. Repository URLs are credential-free by registry
-validation; no token or key ever appears in these shapes."""
+"""Wire shapes of /repos and /ingest (/health's are the wiring's: agentplatform/health.py).
+Repository URLs are credential-free by registry validation; no token or key ever appears in these shapes."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agentplatform.health import HEALTH_CHECKS
-from agentplatform.json_bodies import StrictBodySerializer, StrictRegexField
-from agentplatform.query_params import QueryIntegerField
-from agentplatform.serializer_fields import ServerPathsHiddenCharField
+from agentplatform.plumbing.json_bodies import StrictBodySerializer, StrictRegexField
+from agentplatform.plumbing.query_params import QueryIntegerField
+from agentplatform.plumbing.serializer_fields import ServerPathsHiddenCharField
 from groundtruth.ingest.git_refs import REF_PATTERN, REF_RULE
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.models import IngestRun, IngestStatus, IngestTrigger, Repository
@@ -26,26 +25,6 @@ BIGINT_MAX = 2**63 - 1
 
 REPO_NAME_PATTERN = REPOSITORY_NAME_PATTERN  # as the source registry names repositories
 REPO_RULE = "must be owner/name (letters, digits, '.', '_' or '-'; neither part '.' or '..')"
-
-
-class HealthCheckSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=["ok", "error", "disabled"])
-    detail = serializers.CharField()
-    ms = serializers.IntegerField(help_text="how long the check took")
-
-
-# One member per check agentplatform/health.py runs, in its order: the checks are listed once, there.
-HealthChecksSerializer = type(
-    "HealthChecksSerializer", (serializers.Serializer,), {name: HealthCheckSerializer() for name in HEALTH_CHECKS}
-)
-
-
-class HealthSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(
-        choices=["ok", "degraded", "unavailable"],
-        help_text="unavailable (503): database or pgvector down; degraded (200): another check failed",
-    )
-    checks = HealthChecksSerializer()
 
 
 class LatestRunSerializer(serializers.Serializer):

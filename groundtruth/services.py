@@ -16,8 +16,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from agentplatform.errors import Conflict, NotFound, ServiceUnavailable
-from agentplatform.server_paths import server_paths_hidden
+from agentplatform.plumbing.errors import Conflict, NotFound, ServiceUnavailable
+from agentplatform.plumbing.server_paths import server_paths_hidden
 from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
 from groundtruth.ingest.git_access import GitError, GitNetworkError, registry_repository
 from groundtruth.ingest.index_lock import repository_index_lock

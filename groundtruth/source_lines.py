@@ -9,7 +9,7 @@ Lines are numbered as the ingest numbers them (groundtruth/ingest/chunking.py `f
 split on `\\n`, the `\\r` of a CRLF dropped), so a chunk's text is exactly lines
 `start_line..end_line` of what this returns.
 
-What may be read, and the problems otherwise (agentplatform/errors.py):
+What may be read, and the problems otherwise (agentplatform/plumbing/errors.py):
 - a repository the registry lists and enables; else 404;
 - a path that stays inside the repository (relative, no empty, `.` or `..` segment, no control
   character) and that the repository's include/exclude globs select, so nothing outside what the
@@ -35,7 +35,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-from agentplatform.errors import ApplicationError, InvalidInput, NotFound, ServiceUnavailable
+from agentplatform.plumbing.errors import ApplicationError, InvalidInput, NotFound, ServiceUnavailable
 from groundtruth.ingest.chunking import file_line_count, file_lines_range
 from groundtruth.ingest.git_access import (
     GitCommitMissing,

@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentplatform.json_bodies import StrictRegexField
-from agentplatform.query_params import QueryIntegerField
+from agentplatform.plumbing.json_bodies import StrictRegexField
+from agentplatform.plumbing.query_params import QueryIntegerField
 from groundtruth.source_lines import COMMIT_RULE, LINE_NUMBER_RULE, SourceLines, source_range_check
 
 

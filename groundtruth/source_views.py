@@ -10,12 +10,12 @@ from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
-from agentplatform.errors import problem_responses
-from agentplatform.permissions import HasServiceReadScope
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import RateLimitedViewMixin
-from agentplatform.renderers import JSONRenderer, PlainTextRenderer
+from agentplatform.plumbing.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
+from agentplatform.plumbing.errors import problem_responses
+from agentplatform.plumbing.permissions import HasServiceReadScope
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.renderers import JSONRenderer, PlainTextRenderer
 from groundtruth.search_views import AUTH_ERRORS
 from groundtruth.selectors import repository_visible_queryset
 from groundtruth.source_lines import read_source_lines

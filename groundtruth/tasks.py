@@ -23,7 +23,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
-from agentplatform.errors import ApplicationError
+from agentplatform.plumbing.errors import ApplicationError
 from groundtruth.embeddings import EmbeddingUnavailable
 from groundtruth.ingest.git_access import GitNetworkError
 from groundtruth.ingest.pipeline import ingest_run_execute

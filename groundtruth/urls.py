@@ -8,10 +8,9 @@ from django.urls import path
 from groundtruth.push_views import GitPushHookViewSet
 from groundtruth.search_views import AskViewSet, SearchViewSet
 from groundtruth.source_views import SourceLinesViewSet
-from groundtruth.views import HealthViewSet, IngestViewSet, RepositoryViewSet
+from groundtruth.views import IngestViewSet, RepositoryViewSet
 
 urlpatterns = [
-    path("health", HealthViewSet.as_view({"get": "list"}), name="health"),
     path("repos", RepositoryViewSet.as_view({"get": "list"}), name="repos"),
     path("ingest/repo", IngestViewSet.as_view({"post": "create"}), name="ingest-repo"),
     path("ingest/runs", IngestViewSet.as_view({"get": "list"}), name="ingest-runs"),

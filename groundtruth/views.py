@@ -1,8 +1,8 @@
-"""GET /health, GET /repos, POST /ingest/repo, GET /ingest/runs, GET /ingest/runs/<id>.
+"""GET /repos, POST /ingest/repo, GET /ingest/runs, GET /ingest/runs/<id> (GET /health is the
+wiring's: agentplatform/health.py).
 
-/health is public (load balancers call it), reads no credentials (a probe configured with a stale
-key still sees the health) and is not rate limited; the others need a service key
-(`read`, or `ingest` for POST /ingest/repo and for reading runs) or a signed-in staff session.
+They need a service key (`read`, or `ingest` for POST /ingest/repo and for reading runs) or a
+signed-in staff session.
 """
 
 from __future__ import annotations
@@ -10,58 +10,26 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
-from agentplatform.errors import problem_responses
-from agentplatform.health import health_report
-from agentplatform.permissions import HasServiceIngestScope, HasServiceReadScope
-from agentplatform.query_params import query_validated
-from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.authentication import SERVICE_AUTHENTICATION_CLASSES, SERVICE_OPENAPI_SECURITY
+from agentplatform.plumbing.errors import problem_responses
+from agentplatform.plumbing.permissions import HasServiceIngestScope, HasServiceReadScope
+from agentplatform.plumbing.query_params import query_validated
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
 from groundtruth import selectors, services
 from groundtruth.ingest.runs import ingest_runs_stale_clear
 from groundtruth.models import IngestTrigger
 from groundtruth.serializers import (
-    HealthSerializer,
     IngestAcceptedSerializer,
     IngestRequestSerializer,
     IngestRunListQuerySerializer,
     IngestRunSerializer,
     RepositoryListSerializer,
 )
-
-
-class HealthViewSet(viewsets.ViewSet):
-    """Liveness and dependencies of the ground-truth service."""
-
-    authentication_classes: list[type] = []
-    permission_classes = [AllowAny]
-
-    @extend_schema(
-        operation_id="health",
-        summary="Health of the service and its dependencies",
-        description=(
-            "Checks the database, pgvector, Redis, the Celery broker, the embedding backend and the "
-            "language-model endpoint. 200 with status `ok` or `degraded` (a non-critical check failed: "
-            "search still answers); 503 with status `unavailable` when the database or pgvector fails. "
-            "Each check is `ok`, `error` or `disabled` (not configured). Public; reads no credentials: an "
-            "`Authorization` header, even a malformed, unknown or revoked one, is ignored."
-        ),
-        responses={
-            200: HealthSerializer,
-            503: OpenApiResponse(HealthSerializer, description="The database or pgvector is unavailable."),
-        },
-        auth=[],
-    )
-    def list(self, request: Request) -> Response:
-        report, serving = health_report()
-        return Response(
-            HealthSerializer(report).data, status=status.HTTP_200_OK if serving else status.HTTP_503_SERVICE_UNAVAILABLE
-        )
 
 
 class RepositoryViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):

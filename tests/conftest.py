@@ -116,9 +116,9 @@ def _clear_our_redis_keys() -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_redis_state():
-    from agentplatform.authentication import verified_credentials
     from agentplatform.health import health_probe
-    from agentplatform.response_cache import rendered_responses
+    from agentplatform.plumbing.authentication import verified_credentials
+    from agentplatform.plumbing.response_cache import rendered_responses
 
     # Nothing a test's requests remembered in this process outlives the test.
     verified_credentials.clear()

@@ -15,7 +15,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentplatform.cache_generations import RESPONSES, generation_bump
+from agentplatform.plumbing.cache_generations import RESPONSES, generation_bump
 from agents.models import Agent, AgentStatus, ApiKeyKind, ApiKeyScope
 from agents.services import api_key_create
 from chat.models import ChatMessage, MessageType

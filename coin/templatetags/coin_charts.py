@@ -5,7 +5,7 @@ from typing import Any
 
 from django import template
 
-from agentplatform.errors import NotFound
+from agentplatform.plumbing.errors import NotFound
 from coin.charts import price_chart_build
 from coin.selectors import price_history_get
 

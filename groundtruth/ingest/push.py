@@ -32,7 +32,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agentplatform.errors import Conflict, ServiceUnavailable
+from agentplatform.plumbing.errors import Conflict, ServiceUnavailable
 from groundtruth.ingest.git_access import GitNetworkError
 from groundtruth.ingest.push_events import PushHook, repository_url_key
 from groundtruth.ingest.runs import RunRequest

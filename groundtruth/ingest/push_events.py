@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from agentplatform.errors import InvalidInput, Unauthenticated
+from agentplatform.plumbing.errors import InvalidInput, Unauthenticated
 
 GITHUB = "github"
 GITLAB = "gitlab"

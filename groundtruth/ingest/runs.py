@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agentplatform.celery import app as celery_app
-from agentplatform.server_paths import server_paths_hidden
+from agentplatform.plumbing.server_paths import server_paths_hidden
 from groundtruth.models import IngestRun, IngestStatus, Repository
 
 logger = logging.getLogger(__name__)
@@ -83,9 +83,11 @@ def _send_after_commit(run: IngestRun) -> None:
 
 
 def _ingest_repo_send(run: IngestRun) -> None:
-    # By name: where the task is registered (the web and worker processes) this is the task's own
-    # apply_async, so CELERY_TASK_ALWAYS_EAGER still applies; elsewhere it is sent by name.
-    celery_app.signature(
+    # current_app: the project's Celery app (agentplatform/celery.py makes it current), without an
+    # app importing the wiring. By name: where the task is registered (the web and worker
+    # processes) this is the task's own apply_async, so CELERY_TASK_ALWAYS_EAGER still applies;
+    # elsewhere it is sent by name.
+    current_app.signature(
         INGEST_REPO_TASK,
         args=[run.repository_id, run.ref],
         kwargs={"run_id": run.pk, "trigger": run.trigger},

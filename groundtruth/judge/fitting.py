@@ -18,7 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from agentplatform.errors import InvalidInput
+from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.embeddings import packaged_model_path
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.judge.calibration import refusal_thresholds

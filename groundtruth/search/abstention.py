@@ -44,6 +44,7 @@ from django.conf import settings
 from groundtruth.ingest.index_text import repository_label
 from groundtruth.models import Repository
 from groundtruth.search.abstention_model import FEATURES, AbstentionModel
+from groundtruth.search.fitted_parameters import abstention_fit_current
 from groundtruth.search.fusion import dense_score
 from groundtruth.search.hybrid_search import SearchOutcome
 from groundtruth.search.lexical_index import lexemes_present, phrases_present, spellings_present, texts_lexemes
@@ -260,8 +261,9 @@ def abstention_assess(
     judge scored the passages (and `judge_decides`), the judge decides: supported when its best
     score reaches the refusal threshold of that passage's repository. Nothing found at all is
     never supported."""
-    model = settings.ASK_ABSTENTION_MODEL if model is None else model
-    threshold = settings.ASK_ABSTENTION_THRESHOLD if threshold is None else threshold
+    fit = abstention_fit_current()
+    model = fit.model if model is None else model
+    threshold = fit.threshold if threshold is None else threshold
     features, named = evidence_features(outcome, question=question)
     probability = model.probability(features) if outcome.hits else 0.0
     decided_by = "model"

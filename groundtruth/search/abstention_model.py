@@ -2,13 +2,13 @@
 
     P(the passages answer the question) = 1 / (1 + exp(-(intercept + sum of weight * feature)))
 
-The sources are missing when P < ASK_ABSTENTION_THRESHOLD. The features are computed by
+The sources are missing when P is below the fit's threshold. The features are computed by
 `groundtruth.search.abstention` from a search outcome; their names are FEATURES. Coefficients
-live in configuration (ASK_ABSTENTION_MODEL, `intercept=...,similarity=...,...`), so a re-fit
-(`manage.py abstention_fit`) needs no code change. A feature the configuration leaves out
+and threshold are data, recorded with their fit in groundtruth/search/fitted/abstention.json
+(fitted_parameters.py; `manage.py abstention_fit` writes that file). A feature the fit leaves out
 weighs 0.
 
-Plain Python, no Django: the settings module parses the configuration with it.
+Plain Python, no Django.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class AbstentionModel:
         return exponential / (1.0 + exponential)
 
     def configuration(self) -> str:
-        """The text of ASK_ABSTENTION_MODEL that reproduces this model."""
+        """`intercept=...,<feature>=<weight>,...`: the model in one line, as reports print it."""
         parts = [f"intercept={self.intercept:.4g}"]
         parts.extend(f"{name}={self.weights[name]:.4g}" for name in FEATURES if self.weights.get(name))
         return ",".join(parts)

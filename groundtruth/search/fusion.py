@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from groundtruth.search.dense_search import DenseHit
+from groundtruth.search.fitted_parameters import rerank_fit_current
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def fusion_parameters_configured() -> FusionParameters:
         rank_constant=settings.SEARCH_RRF_K,
         trust_weights=settings.SEARCH_TRUST_WEIGHTS,
         rerank_depth=settings.SEARCH_RERANK_DEPTH,
-        rerank_weights=settings.SEARCH_RERANK_WEIGHTS,
+        rerank_weights=rerank_fit_current().weights,
     )
 
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
-from agentplatform.errors import InvalidInput
+from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.judge.scoring import ActiveJudge, judge_in_use, passages_judge
 from groundtruth.models import Chunk, Repository
 from groundtruth.search.citations import citation_for

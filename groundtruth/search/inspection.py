@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from django.http import HttpRequest
 
-from agentplatform.errors import ApplicationError
+from agentplatform.plumbing.errors import ApplicationError
 from groundtruth.models import Repository
 from groundtruth.search.abstention_model import FEATURES
 from groundtruth.search.ask import AskExplanation, AskResult, question_answer_explained

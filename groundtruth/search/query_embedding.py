@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from agentplatform.bounded_cache import BoundedCache
+from agentplatform.plumbing.bounded_cache import BoundedCache
 
 
 @dataclass(frozen=True)

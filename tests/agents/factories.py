@@ -8,7 +8,7 @@ from decimal import Decimal
 import factory
 from django.utils import timezone
 
-from agentplatform.authentication import new_token
+from agentplatform.plumbing.authentication import new_token
 from agents.models import WALLET_SESSION_PREFIX, Agent, AgentStatus, ApiKeyKind, WalletSession
 from agents.services import api_key_create, api_key_revoke
 

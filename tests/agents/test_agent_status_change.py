@@ -1,6 +1,6 @@
 import pytest
 
-from agentplatform.errors import Conflict, InvalidInput
+from agentplatform.plumbing.errors import Conflict, InvalidInput
 from agents.models import ALLOWED_STATUS_TRANSITIONS, Agent, AgentStatus
 from agents.services import agent_status_change
 from tests.agents.factories import AgentFactory

@@ -74,7 +74,7 @@ def test_key_created_in_the_admin_authenticates(admin_client, api_client):
         ({"kind": "agent"}, "an agent key needs an agent, and only an agent key has one"),
         ({"kind": "user"}, "a user key needs a wallet address, and only a user key has one"),
         ({"kind": "user", "wallet_address": "0xabc"}, "must be a 0x-prefixed 40-digit hex wallet address"),
-        # eth_utils.is_address would take it; the one rule (agentplatform/wallet_addresses.py) does not.
+        # eth_utils.is_address would take it; the one rule (agentplatform/plumbing/wallet_addresses.py) does not.
         ({"kind": "user", "wallet_address": "a" * 40}, "must be a 0x-prefixed 40-digit hex wallet address"),
         ({"kind": "service"}, "a service key needs at least one scope: read, ingest"),
         ({"kind": "user", "wallet_address": "0x" + "a" * 40, "scopes": ["read"]}, "only service keys have scopes"),

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from agentplatform.authentication import verified_credentials
+from agentplatform.plumbing.authentication import verified_credentials
 from agents.models import ApiKey, ApiKeyKind, WalletSession
 from agents.services import api_key_create, api_key_revoke
 from tests.agents.factories import AgentFactory, bearer

@@ -11,7 +11,7 @@ import pytest
 from django.core.cache import cache
 from django.utils import timezone
 
-from agentplatform.cache_generations import CREDENTIALS, generation_key
+from agentplatform.plumbing.cache_generations import CREDENTIALS, generation_key
 from agents.models import ApiKey, ApiKeyKind, WalletSession
 from agents.services import api_key_create, api_key_revoke, wallet_session_revoke
 from tests.agents.factories import bearer, wallet_session_for

@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentplatform.ratelimits import RateLimitedViewMixin
+from agentplatform.plumbing.ratelimits import RateLimitedViewMixin
 
 
 class WhoAmIView(RateLimitedViewMixin, APIView):

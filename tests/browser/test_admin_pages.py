@@ -10,9 +10,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agentplatform.admin_display import moment_text
 from agentplatform.demo.platform import demo_platform_seed
-from agentplatform.money import money_text
+from agentplatform.plumbing.admin_display import moment_text
+from agentplatform.plumbing.money import money_text
 from agents.models import Agent, ApiKey
 from chat.models import ChatMessage, MessageType
 from groundtruth.ingest.index_text import INDEX_VERSION

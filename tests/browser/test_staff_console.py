@@ -21,6 +21,7 @@ from groundtruth.search.abstention_model import abstention_model_parse
 from tests.chromium import Browser
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import sources_yaml
+from tests.groundtruth.fits import abstention_fit_use
 
 CONFIGURE = """\
 # Configure
@@ -47,8 +48,9 @@ def handbook(settings, tmp_path: Path) -> GitWorkTree:
     settings.LLM_BASE_URL = ""
     # The question's words must be in the documentation and in a top passage: a decision the
     # test can reason about (the hashed test embeddings carry no meaning).
-    settings.ASK_ABSTENTION_MODEL = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
-    settings.ASK_ABSTENTION_THRESHOLD = 0.5
+    abstention_fit_use(
+        settings, tmp_path, model=abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4}), threshold=0.5
+    )
     tree = GitWorkTree.create(tmp_path / "handbook")
     tree.write("docs/configure.md", CONFIGURE)
     for number in range(1, TOPICS + 1):

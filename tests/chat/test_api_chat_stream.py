@@ -13,7 +13,7 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from agentplatform.redis_breaker import redis_breaker
+from agentplatform.plumbing.redis_breaker import redis_breaker
 from agents.models import AgentStatus
 from chat.announcements import chat_message_announce, chat_redis_location
 from chat.models import ChatMessage

@@ -3,6 +3,8 @@ features on hand-made passages, and the decision they lead to."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import os
 import subprocess
@@ -10,6 +12,7 @@ import sys
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.management import call_command
 
 from groundtruth.models import Chunk
 from groundtruth.search import lexical_index
@@ -32,10 +35,12 @@ from groundtruth.search.abstention_model import (
     AbstentionModelInvalid,
     abstention_model_parse,
 )
+from groundtruth.search.fitted_parameters import abstention_fit_read
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import phrases_present, spelling_pattern, spellings_present
 from groundtruth.search.lexical_search import chunks_phrases_matched, chunks_spellings_matched
 from tests.groundtruth.factories import RepositoryFactory
+from tests.groundtruth.fits import abstention_fit_use
 from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, chunks_index
 
 
@@ -78,8 +83,17 @@ def test_a_bad_model_configuration_is_refused(values, message):
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("ASK_ABSTENTION_MODEL", "intercept=1,bogus=2", "ASK_ABSTENTION_MODEL: unknown feature bogus"),
-        ("ASK_ABSTENTION_THRESHOLD", "1.5", "ASK_ABSTENTION_THRESHOLD must be a probability from 0 to 1, got 1.5"),
+        # A fit file that cannot be read (groundtruth/search/fitted_parameters.py; GroundTruthConfig.ready).
+        (
+            "ASK_ABSTENTION_FIT_FILE",
+            "/nonexistent/abstention.json",
+            "ASK_ABSTENTION_FIT_FILE: /nonexistent/abstention.json: cannot be read (No such file or directory)",
+        ),
+        (
+            "SEARCH_RERANK_FIT_FILE",
+            "/nonexistent/reranking.json",
+            "SEARCH_RERANK_FIT_FILE: /nonexistent/reranking.json: cannot be read (No such file or directory)",
+        ),
         (
             "SEARCH_TRUST_WEIGHTS",
             "canonical=1.0,reviewed=0.9,community=0.75,transcript=0.5",
@@ -322,9 +336,9 @@ def test_spellings_are_found_as_whole_words_with_their_capitals(indexed, monkeyp
     assert spellings_present(words=["URL", "THE"], repository_ids=[handbook.pk]) == {"THE"}
 
 
-def test_the_decision_follows_the_configured_model_and_threshold(indexed, settings):
-    settings.ASK_ABSTENTION_MODEL = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
-    settings.ASK_ABSTENTION_THRESHOLD = 0.5
+def test_the_decision_follows_the_configured_model_and_threshold(indexed, settings, tmp_path):
+    model = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
+    abstention_fit_use(settings, tmp_path, model=model, threshold=0.5)
 
     answered = abstention_assess(
         chunk_search(query="Which ca_bundle adds an internal certificate authority?", repositories=indexed, limit=5),
@@ -337,7 +351,7 @@ def test_the_decision_follows_the_configured_model_and_threshold(indexed, settin
 
     assert (rounded(answered.probability), answered.supported) == (sigmoid(4.0), True)
     assert (rounded(missing.probability), missing.supported) == (sigmoid(-4.0), False)
-    settings.ASK_ABSTENTION_THRESHOLD = 0.99
+    abstention_fit_use(settings, tmp_path, model=model, threshold=0.99)
     assert (
         abstention_assess(
             chunk_search(
@@ -347,3 +361,34 @@ def test_the_decision_follows_the_configured_model_and_threshold(indexed, settin
         ).supported
         is False
     )
+
+
+def test_abstention_fit_writes_the_fit_file_it_prints_with_its_provenance(indexed, tmp_path):
+    questions = tmp_path / "questions.jsonl"
+    rows = [
+        {"question": "Which ca_bundle adds an internal certificate authority?", "answerable": True},
+        {"question": "How long does the first retry of a failed webhook delivery wait?", "answerable": True},
+        {"question": "Which broker does the background job queue use?", "answerable": True},
+        {"question": "How do I bake sourdough bread at home?", "answerable": False},
+        {"question": "How do I rotate Kubernetes secrets?", "answerable": False},
+    ]
+    questions.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    output = tmp_path / "abstention.json"
+    printed, written = io.StringIO(), io.StringIO()
+
+    call_command("abstention_fit", str(questions), "--features", "known,coverage", stdout=printed)
+    call_command(
+        "abstention_fit", str(questions), "--features", "known,coverage", "--output", str(output), stdout=written
+    )
+
+    fit = abstention_fit_read(output)
+    assert printed.getvalue().endswith(output.read_text())
+    assert written.getvalue().endswith(f"Fit written to {output}.\n")
+    assert (fit.provenance["command"], fit.provenance["data"]) == (
+        "manage.py abstention_fit questions.jsonl --answerable-missing 0.05 --features known,coverage "
+        "--regularisation 0.3",
+        "questions.jsonl: 3 answerable and 2 unanswerable questions (question), searched in the repositories "
+        "indexed then: acme/community, acme/handbook",
+    )
+    assert set(fit.model.weights) <= {"known", "coverage"}
+    assert 0 <= fit.threshold <= 1

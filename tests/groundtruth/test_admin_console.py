@@ -14,6 +14,7 @@ from groundtruth.search.abstention_model import abstention_model_parse
 from groundtruth.search.answer_composition import NOT_IN_SOURCES
 from groundtruth.search.inspection import FeatureEvidence, SourceLine
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
+from tests.groundtruth.fits import abstention_fit_use
 from tests.groundtruth.search_fixtures import chat_server_run
 
 pytestmark = pytest.mark.django_db
@@ -24,11 +25,12 @@ ABSENT = "How do I rotate Kubernetes secrets?"
 
 
 @pytest.fixture(autouse=True)
-def hand_made_abstention(settings):
+def hand_made_abstention(settings, tmp_path):
     """A sources-missing model whose decisions these tests can reason about: the question's words
     must be in the documentation (known) and in a top passage (coverage)."""
-    settings.ASK_ABSTENTION_MODEL = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
-    settings.ASK_ABSTENTION_THRESHOLD = 0.5
+    abstention_fit_use(
+        settings, tmp_path, model=abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4}), threshold=0.5
+    )
     settings.LLM_BASE_URL = ""
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from pytest_django.asserts import assertContains, assertNotContains
 
-from agentplatform.admin_display import duration_text, moment_text
+from agentplatform.plumbing.admin_display import duration_text, moment_text
 from groundtruth.models import IngestRun, IngestStatus, Repository
 from tests.adminpages import changelist_cells, changelist_headers
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory

@@ -4,18 +4,15 @@ marker checking, model failures, missing sources, scope and bad input."""
 from __future__ import annotations
 
 import pytest
-from django.conf import settings as django_settings
 
 from groundtruth.search.abstention_model import abstention_model_parse
 from tests.groundtruth.factories import RepositoryFactory, bearer, service_key
+from tests.groundtruth.fits import abstention_fit_use
 from tests.groundtruth.search_fixtures import COMMIT, COMMUNITY, HANDBOOK, Section, chat_server_run, chunks_index
 
 pytestmark = pytest.mark.django_db
 
 RETRY_QUESTION = "How long does the first retry of a failed webhook delivery wait?"
-# The fitted model the project ships (before any test changes the settings).
-SHIPPED_MODEL = django_settings.ASK_ABSTENTION_MODEL
-SHIPPED_THRESHOLD = django_settings.ASK_ABSTENTION_THRESHOLD
 
 
 @pytest.fixture
@@ -31,12 +28,13 @@ def reader():
 
 
 @pytest.fixture(autouse=True)
-def hand_made_abstention(settings):
+def hand_made_abstention(settings, tmp_path):
     """A sources-missing model these tests can reason about: the question's words must be in the
     documentation (known) and in a cited passage (coverage). The shipped, fitted model is pinned
     by test_the_shipped_model_answers_a_documented_question_and_refuses_an_absent_one."""
-    settings.ASK_ABSTENTION_MODEL = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
-    settings.ASK_ABSTENTION_THRESHOLD = 0.5
+    abstention_fit_use(
+        settings, tmp_path, model=abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4}), threshold=0.5
+    )
 
 
 @pytest.fixture
@@ -262,8 +260,7 @@ def test_ask_without_read_scope_is_403(api_client, indexed):
 @pytest.mark.usefixtures("indexed")
 def test_the_shipped_model_answers_a_documented_question_and_refuses_an_absent_one(api_client, reader, settings):
     settings.LLM_BASE_URL = ""
-    settings.ASK_ABSTENTION_MODEL = SHIPPED_MODEL
-    settings.ASK_ABSTENTION_THRESHOLD = SHIPPED_THRESHOLD
+    settings.ASK_ABSTENTION_FIT_FILE = ""  # the shipped groundtruth/search/fitted/abstention.json
 
     answered = _ask(api_client, reader, {"question": RETRY_QUESTION}).json()
     refused = _ask(api_client, reader, {"question": "How do I bake sourdough bread at home?"}).json()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentplatform.authentication import RepositoryScope, hash_token, verified_credentials
-from agentplatform.errors import InvalidInput
+from agentplatform.plumbing.authentication import RepositoryScope, hash_token, verified_credentials
+from agentplatform.plumbing.errors import InvalidInput
 from agents.models import ApiKey, ApiKeyKind
 from agents.services import api_key_create
 from groundtruth.models import IngestRun, Registry, Repository

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIRequestFactory
 
-from agentplatform.errors import InvalidInput
+from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.git_access import GitError, GitRepository
 from groundtruth.models import Chunk, IngestStatus, Repository

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentplatform.errors import InvalidInput
+from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.embeddings import packaged_model_path
 from groundtruth.judge.calibration import refusal_thresholds, score_quantile
 from groundtruth.judge.fitting import judge_fit

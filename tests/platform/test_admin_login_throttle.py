@@ -118,7 +118,7 @@ def test_forwarded_for_does_not_reset_the_count_without_trusted_proxies(staff):
 
 
 def test_redis_down_sign_in_still_works_and_a_warning_is_logged(staff, redis_unreachable, caplog):
-    caplog.set_level(logging.WARNING, logger="agentplatform.ratelimits")
+    caplog.set_level(logging.WARNING, logger="agentplatform.plumbing.ratelimits")
     client = client_from("198.51.100.80")
 
     response = sign_in(client, "operator", PASSWORD)

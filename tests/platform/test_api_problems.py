@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from agentplatform.errors import api_path_prefixes, is_api_path
+from agentplatform.plumbing.errors import api_path_prefixes, is_api_path
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.platform.urls_testonly")]
 

@@ -1,4 +1,4 @@
-"""agentplatform/bounded_cache.py: the one in-process cache every per-worker memory uses."""
+"""agentplatform/plumbing/bounded_cache.py: the one in-process cache every per-worker memory uses."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from agentplatform.bounded_cache import BoundedCache
+from agentplatform.plumbing.bounded_cache import BoundedCache
 
 
 def test_entries_past_the_count_evict_the_least_recently_used():

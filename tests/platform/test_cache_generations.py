@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from agentplatform.cache_generations import RESPONSES, generation_bump, generation_get, generation_key
+from agentplatform.plumbing.cache_generations import RESPONSES, generation_bump, generation_get, generation_key
 
 pytestmark = pytest.mark.django_db
 

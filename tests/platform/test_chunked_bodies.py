@@ -13,7 +13,7 @@ import httpx
 import pytest
 from django.test import RequestFactory
 
-from agentplatform.errors import ProblemDetailsMiddleware
+from agentplatform.plumbing.errors import ProblemDetailsMiddleware
 from agents.models import WalletSession
 from groundtruth.models import IngestRun, Registry, Repository
 from tests import celeryworker

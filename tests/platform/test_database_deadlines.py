@@ -1,4 +1,4 @@
-"""What each kind of process waits on the database (agentplatform/database_backend/): the web,
+"""What each kind of process waits on the database (agentplatform/plumbing/database_backend/): the web,
 stream and MCP entry points and Celery's worker and beat each open connections with their own
 limits, and a live but slow server cancels a statement itself, leaving the connection usable."""
 
@@ -12,7 +12,7 @@ import time
 import pytest
 from django.db import OperationalError, connections
 
-from agentplatform.database_backend.deadlines import ProcessKind, process_kind, process_kind_set
+from agentplatform.plumbing.database_backend.deadlines import ProcessKind, process_kind, process_kind_set
 from tests import celeryworker
 from tests.liveserver import ROOT
 

@@ -21,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from agentplatform.embedded_postgres import embedded_server
+from agentplatform.plumbing.embedded_postgres import embedded_server
 from tests.liveserver import ROOT, gunicorn_server, procfile_server
 from tests.streamserver import stream_server
 

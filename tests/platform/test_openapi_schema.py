@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentplatform.errors import is_api_path
+from agentplatform.plumbing.errors import is_api_path
 
 pytestmark = pytest.mark.django_db
 

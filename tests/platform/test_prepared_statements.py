@@ -1,4 +1,4 @@
-"""The busiest reads run as server-side prepared statements (agentplatform/prepared_statements.py):
+"""The busiest reads run as server-side prepared statements (agentplatform/plumbing/prepared_statements.py):
 prepared and planned once per connection, then executed by name; nothing else is prepared."""
 
 from __future__ import annotations

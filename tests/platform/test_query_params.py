@@ -8,7 +8,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from agentplatform.query_params import QueryIntegerField, query_validated
+from agentplatform.plumbing.query_params import QueryIntegerField, query_validated
 
 
 class CountingQuerySerializer(serializers.Serializer):

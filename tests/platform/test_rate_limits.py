@@ -19,8 +19,8 @@ from django.core.cache import cache
 from redis import Redis
 from rest_framework.test import APIClient
 
-from agentplatform.rate_counters import counter_increment, window_end
-from agentplatform.ratelimits import count_request, parse_rate
+from agentplatform.plumbing.rate_counters import counter_increment, window_end
+from agentplatform.plumbing.ratelimits import count_request, parse_rate
 from agents.models import ApiKeyKind
 from agents.services import api_key_create
 from tests.agents.factories import AgentFactory, bearer
@@ -200,9 +200,9 @@ def test_counts_live_in_redis_under_the_cache_prefix_without_the_address():
     redis = cache._cache.get_client()
     keys = [key.decode() for key in redis.scan_iter(match=f"{os.environ['CACHE_KEY_PREFIX']}:*:rl:*")]
     assert len(keys) == 1
-    assert "198.51.100.9" not in keys[0]  # django-ratelimit names a counter by a SHA-256
+    assert "198.51.100.9" not in keys[0]  # the counter is named by a SHA-256
     assert int(redis.get(keys[0])) == 2
-    assert 0 < redis.ttl(keys[0]) <= 65  # the one-minute window and django-ratelimit's 5 s of slack
+    assert 0 < redis.ttl(keys[0]) <= 65  # the one-minute window and 5 s of slack
 
 
 def test_another_process_shares_the_same_counter(settings):
@@ -214,7 +214,7 @@ def test_another_process_shares_the_same_counter(settings):
     assert client.get("/api/agents")["X-RateLimit-Remaining"] == "2"
     script = (
         "import django, json; django.setup();"
-        "from agentplatform.ratelimits import count_request;"
+        "from agentplatform.plumbing.ratelimits import count_request;"
         "u = count_request(rate_class='public', key='ip:198.51.100.10');"
         "print(json.dumps([u.limit, u.remaining]))"
     )
@@ -238,8 +238,8 @@ def test_another_process_shares_the_same_counter(settings):
 
 
 def test_a_request_is_counted_and_its_cache_generations_read_in_one_redis_call(settings):
-    """django-ratelimit's add and incr and the cache generations a cached read checks: one script
-    call per request (agentplatform/counters_client.py), counted on a Redis of the test's own."""
+    """The count and the cache generations a cached read checks: one script call per request
+    (agentplatform/plumbing/rate_counters.py), counted on a Redis of the test's own."""
     AgentFactory(name="Alpha")
     with redis_server() as own:
         settings.CACHES = redis_cache_at(own.url)
@@ -273,7 +273,7 @@ COUNTING_PROCESS = """
 import json, os, sys, time
 import django
 django.setup()
-from agentplatform.ratelimits import count_request
+from agentplatform.plumbing.ratelimits import count_request
 go_file, key, hits = sys.argv[1], sys.argv[2], int(sys.argv[3])
 print("ready", flush=True)
 while not os.path.exists(go_file):
@@ -348,14 +348,14 @@ def test_redis_down_reads_still_answer_without_limit_headers_and_a_warning_is_lo
     settings.CACHES = redis_cache_at(f"redis://127.0.0.1:{closed_port()}/0")
     client = client_from("198.51.100.12")
 
-    with caplog.at_level(logging.WARNING, logger="agentplatform.ratelimits"):
+    with caplog.at_level(logging.WARNING, logger="agentplatform.plumbing.ratelimits"):
         answers = [client.get("/api/agents") for _ in range(5)]  # more than the limit of 3
 
     assert [r.status_code for r in answers] == [200] * 5
     assert all(r["Content-Type"] == "application/json" for r in answers)
     assert [a["instance_id"] for a in answers[4].json()] == ["alpha"]
     assert all("X-RateLimit-Limit" not in r for r in answers)
-    warnings = [r for r in caplog.records if r.name == "agentplatform.ratelimits"]
+    warnings = [r for r in caplog.records if r.name == "agentplatform.plumbing.ratelimits"]
     assert len(warnings) == 1  # then quiet for the retry interval, not once per request
     assert warnings[0].getMessage().startswith("Rate-limit counters unavailable (ConnectionError")
 
@@ -411,7 +411,7 @@ def test_hung_redis_is_tried_once_then_left_alone_for_the_retry_interval(setting
         silent.close()
 
 
-# --- the counter: its window and count (agentplatform/rate_counters.py) ----------------------------
+# --- the counter: its window and count (agentplatform/plumbing/rate_counters.py) ----------------------------
 
 
 @pytest.mark.parametrize("caller", ["ip:198.51.100.1", "ip:198.51.100.2", "key:17"])

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.cache import cache
 
-from agentplatform.cache_generations import RESPONSES, generation_key
+from agentplatform.plumbing.cache_generations import RESPONSES, generation_key
 from agents.models import Agent, AgentStatus
 from agents.services import agent_status_change
 from chat.services import chat_message_hide

@@ -1,4 +1,4 @@
-"""The bodies PostgreSQL writes (agentplatform/sql_json.py) have exactly the shape the served
+"""The bodies PostgreSQL writes (agentplatform/plumbing/sql_json.py) have exactly the shape the served
 OpenAPI schema documents, and their SQL cannot leave a serializer field out.
 
 The agent list, the chat feed (and the stream's events) and the price history's samples are JSON
@@ -20,8 +20,8 @@ import pytest
 from django.conf import settings
 from rest_framework import serializers
 
-from agentplatform.serializer_fields import MoneyField
-from agentplatform.sql_json import serializer_json_object
+from agentplatform.plumbing.serializer_fields import MoneyField
+from agentplatform.plumbing.sql_json import serializer_json_object
 from agents.models import AgentStatus
 from chat.models import MessageType
 from chat.selectors import chat_messages_after

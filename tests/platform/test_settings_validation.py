@@ -60,30 +60,6 @@ def setting(name: str, tmp_path: Path, **environment: str) -> str:
             "SEARCH_TRUST_WEIGHTS must look like canonical=1.0,reviewed=0.98,... with a finite number each, "
             "got 'canonical'",
         ),
-        (
-            "ASK_ABSTENTION_MODEL",
-            "intercept=high",
-            "ASK_ABSTENTION_MODEL must look like intercept=-9.878,heading_similarity=7.17,... with a finite number "
-            "each, got 'intercept=high'",
-        ),
-        (
-            "ASK_ABSTENTION_MODEL",
-            "intercept=nan",
-            "ASK_ABSTENTION_MODEL must look like intercept=-9.878,heading_similarity=7.17,... with a finite number "
-            "each, got 'intercept=nan'",
-        ),
-        (
-            "SEARCH_RERANK_WEIGHTS",
-            "dense=1,title=0.3",
-            "SEARCH_RERANK_WEIGHTS takes dense, question_title, lexical, coverage, each a number of at least 0, "
-            "got 'dense=1,title=0.3'",
-        ),
-        (
-            "SEARCH_RERANK_WEIGHTS",
-            "dense=1,lexical=-0.1",
-            "SEARCH_RERANK_WEIGHTS takes dense, question_title, lexical, coverage, each a number of at least 0, "
-            "got 'dense=1,lexical=-0.1'",
-        ),
         ("SEARCH_RERANK_DEPTH", "-1", "SEARCH_RERANK_DEPTH must not be negative, got -1"),
         (
             "RATE_LIMIT_ADMIN_LOGIN",
@@ -123,9 +99,6 @@ def test_good_values_are_read(tmp_path):
     assert setting("INGEST_RETRY_MAX", tmp_path) == "3"
     assert setting("WEB_BASE_URL", tmp_path, WEB_PORT="8100") == "'http://127.0.0.1:8100'"
     assert setting("WEB_BASE_URL", tmp_path, WEB_BASE_URL="https://docs.example.com/") == "'https://docs.example.com'"
-    assert setting("SEARCH_RERANK_WEIGHTS", tmp_path, SEARCH_RERANK_WEIGHTS="dense=1,coverage=0.5") == (
-        "{'dense': 1.0, 'coverage': 0.5}"
-    )
     assert setting("SEARCH_RERANK_DEPTH", tmp_path, SEARCH_RERANK_DEPTH="0") == "0"
     weights = "canonical=1,reviewed=0.99,community=0.95,transcript=0.9"
     assert setting("SEARCH_TRUST_WEIGHTS", tmp_path, SEARCH_TRUST_WEIGHTS=weights) == (

@@ -1,7 +1,7 @@
 """JSON written by PostgreSQL is byte for byte what DRF writes from the serializers for the same rows.
 
 The agent list, the chat feed and the price history are rendered in SQL generated from their
-serializers (agentplatform/sql_json.py), which also document the shape. These tests render the
+serializers (agentplatform/plumbing/sql_json.py), which also document the shape. These tests render the
 same rows both ways, with values chosen where the two could part: escapes, non-ASCII, U+2028,
 whole and tiny amounts, the largest column value, microseconds and none, NULL.
 """
@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.renderers import JSONRenderer
 
-from agentplatform.renderers import JSONRenderer as APIJSONRenderer
-from agentplatform.renderers import RenderedJSON
-from agentplatform.sql_json import json_number, json_object, json_text, json_timestamp
+from agentplatform.plumbing.renderers import JSONRenderer as APIJSONRenderer
+from agentplatform.plumbing.renderers import RenderedJSON
+from agentplatform.plumbing.sql_json import json_number, json_object, json_text, json_timestamp
 from agents.models import Agent, AgentStatus
 from agents.serializers import AgentSummarySerializer
 from chat.models import MessageType

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from django.core.management import call_command
 
-from agentplatform.authentication import new_token
+from agentplatform.plumbing.authentication import new_token
 from tests import celeryworker
 from tests.chat.factories import ChatMessageFactory
 from tests.conftest import closed_port

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentplatform.errors import InvalidInput
+from agentplatform.plumbing.errors import InvalidInput
 from agents.models import Agent, ApiKey, ApiKeyKind, ApiKeyScope
 from agents.services import api_key_create
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentplatform.errors import NotFound
+from agentplatform.plumbing.errors import NotFound
 from agents.services import api_key_revoke_by_prefix
 
 

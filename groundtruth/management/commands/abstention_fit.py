@@ -6,10 +6,11 @@ question is searched in the current index exactly as /ask searches it; the logis
 fitted on the evidence features (`groundtruth/search/abstention.py`) and the threshold chosen so
 that at most --answerable-missing of the answerable questions are declared unanswerable.
 
-Prints the two settings that carry the fit (ASK_ABSTENTION_MODEL, ASK_ABSTENTION_THRESHOLD) and
-the in-sample rates. Put them in the environment (or `.env`): no code change is needed. Measure
-what they predict on unseen documentation with `benchmarks/retrieval.py`, which fits the same
-way repository by repository and reports the cross-validated rates.
+Prints the in-sample rates and the fit file (groundtruth/search/fitted_parameters.py: the model,
+the threshold and the fit's provenance); `--output FILE` writes it there. Commit it over
+groundtruth/search/fitted/abstention.json, or point ASK_ABSTENTION_FIT_FILE at it. Measure what it
+predicts on unseen documentation with `benchmarks/retrieval.py`, which fits the same way
+repository by repository and reports the cross-validated rates.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from groundtruth.search.abstention_fit import (
     abstention_threshold_choose,
 )
 from groundtruth.search.abstention_model import FEATURES
+from groundtruth.search.fitted_parameters import abstention_fit_document, fit_provenance
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 
 
 class Command(BaseCommand):
-    help = "Fit the sources-missing model of /ask on questions with known answerability; print its settings."
+    help = "Fit the sources-missing model of /ask on questions with known answerability; print or write its fit file."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("questions", type=Path, help="JSON lines with the question and `answerable`")
@@ -56,6 +58,7 @@ class Command(BaseCommand):
             default=DEFAULT_REGULARISATION,
             help=f"inverse strength of the L2 penalty (default {DEFAULT_REGULARISATION})",
         )
+        parser.add_argument("--output", type=Path, help="write the fit file here (default: print it)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         entries = self._entries(options["questions"])
@@ -90,8 +93,34 @@ class Command(BaseCommand):
             f"In-sample: sources missing on {rates.unanswerable_missing:.3f} of the unanswerable and "
             f"{rates.answerable_missing:.3f} of the answerable questions."
         )
-        self.stdout.write(f"ASK_ABSTENTION_MODEL={model.configuration()}")
-        self.stdout.write(f"ASK_ABSTENTION_THRESHOLD={threshold:.3f}")
+        names = ", ".join(sorted(repository.name for repository in repositories))
+        provenance = fit_provenance(
+            command=f"manage.py abstention_fit {' '.join(self._arguments(options))}",
+            data=(
+                f"{options['questions'].name}: {answerable} answerable and {len(samples) - answerable} unanswerable "
+                f"questions ({field}), searched in the repositories indexed then: {names}"
+            ),
+            measured=(
+                f"in-sample: sources missing on {rates.unanswerable_missing:.3f} of the unanswerable and "
+                f"{rates.answerable_missing:.3f} of the answerable questions"
+            ),
+        )
+        document = abstention_fit_document(model=model, threshold=threshold, provenance=provenance)
+        if options["output"] is None:
+            self.stdout.write(document, ending="")
+        else:
+            options["output"].write_text(document)
+            self.stdout.write(f"Fit written to {options['output']}.")
+
+    def _arguments(self, options: dict[str, Any]) -> list[str]:
+        """The command line that reproduces this fit (the questions file by name)."""
+        arguments = [options["questions"].name]
+        if options["field"]:
+            arguments.append(f"--field {options['field']}")
+        arguments.append(f"--answerable-missing {options['answerable_missing']:g}")
+        arguments.append(f"--features {options['features']}")
+        arguments.append(f"--regularisation {options['regularisation']:g}")
+        return arguments
 
     def _entries(self, path: Path) -> list[dict[str, Any]]:
         try:

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentplatform.errors import InvalidInput
+from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.judge.fitting import JudgeFitOptions, judge_fit
 from groundtruth.judge.training import JudgeHyperparameters
 

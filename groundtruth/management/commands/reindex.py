@@ -19,7 +19,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentplatform.errors import ApplicationError
+from agentplatform.plumbing.errors import ApplicationError
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.management.ingest_console import IngestProgressBars, raw_stream, run_report

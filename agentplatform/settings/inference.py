@@ -1,0 +1,39 @@
+"""Inference: the embedding backend and runtime, and the language model /ask may call."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+from agentplatform.settings.env import env, env_non_negative, env_positive_int
+
+EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="local")
+if EMBEDDING_BACKEND not in {"local", "openai", "none"}:
+    raise ImproperlyConfigured("EMBEDDING_BACKEND must be one of local, openai, none")
+EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
+EMBEDDING_URL = env.str("EMBEDDING_URL", default="")
+EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
+EMBEDDING_BATCH_SIZE = env_positive_int("EMBEDDING_BATCH_SIZE", 64)
+EMBEDDING_TIMEOUT_SECONDS = env_non_negative("EMBEDDING_TIMEOUT_SECONDS", 60.0)
+EMBEDDING_DIMENSION = env_positive_int("EMBEDDING_DIMENSION", 1) if env.str("EMBEDDING_DIMENSION", default="") else None
+# local backend: what runs the model. onnx (default): ONNX Runtime over an export made once per host
+# in VAR_DIR/models, twice as fast, weights shared by every process, no torch in web/MCP/stream
+# processes; torch: sentence-transformers, the same vectors (kept to compare and to fall back).
+EMBEDDING_RUNTIME = env.str("EMBEDDING_RUNTIME", default="onnx")
+if EMBEDDING_RUNTIME not in {"onnx", "torch"}:
+    raise ImproperlyConfigured("EMBEDDING_RUNTIME must be one of onnx, torch")
+# onnx runtime: threads per inference in the serving processes (web, stream, MCP). 1 suits them:
+# one query each, and as many workers as cores already use every core.
+EMBEDDING_THREADS = env_positive_int("EMBEDDING_THREADS", 1)
+# onnx runtime: threads per inference in the Celery worker and management commands, which embed
+# ingest batches one after another: every core (twice the texts/s of one thread on 2 cores,
+# benchmarks/inference.py).
+EMBEDDING_WORKER_THREADS = env_positive_int("EMBEDDING_WORKER_THREADS", os.cpu_count() or 1)
+EMBEDDING_EXPORT_TIMEOUT_SECONDS = env_non_negative("EMBEDDING_EXPORT_TIMEOUT_SECONDS", 600.0)
+
+
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
+LLM_MODEL = env.str("LLM_MODEL", default="")
+LLM_API_KEY = env.str("LLM_API_KEY", default="")
+LLM_TIMEOUT_SECONDS = env_non_negative("LLM_TIMEOUT_SECONDS", 30.0)

@@ -1,0 +1,12 @@
+"""Rate limits (agentplatform/plumbing/ratelimits.py), counted in Redis (agentplatform/plumbing/rate_counters.py)."""
+
+from __future__ import annotations
+
+from agentplatform.settings.env import env_rate
+
+RATE_LIMIT_PUBLIC = env_rate("RATE_LIMIT_PUBLIC", "100/m")
+RATE_LIMIT_AUTHENTICATED = env_rate("RATE_LIMIT_AUTHENTICATED", "500/m")
+RATE_LIMIT_TRADING = env_rate("RATE_LIMIT_TRADING", "60/m")
+RATE_LIMIT_ADMIN_LOGIN = env_rate("RATE_LIMIT_ADMIN_LOGIN", "10/5m")
+# The cache whose Redis holds the rate-limit counters and the cache generations (settings/cache.py).
+RATELIMIT_USE_CACHE = "counters"

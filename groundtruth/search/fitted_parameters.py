@@ -1,0 +1,156 @@
+"""The parameters search and /ask learnt from data, read from the files that record each fit.
+
+A fit's numbers are data, not configuration: they are versioned beside the code that uses them,
+in `groundtruth/search/fitted/`, each file with the fit that produced it (`fit`: the command, the
+date, the commit, the data). `manage.py abstention_fit --output FILE` and `benchmarks/retrieval.py`
+write this format.
+
+- `abstention.json`: the sources-missing model of /ask (abstention_model.py) and its threshold.
+- `reranking.json`: the weights of the re-ranking's evidence (reranking.py).
+
+A deployment that refits on its own documentation points ASK_ABSTENTION_FIT_FILE or
+SEARCH_RERANK_FIT_FILE at its own file (the environment names a file, never single numbers, so
+every number in use has its provenance beside it). Each file is read and checked once per process
+(GroundTruthConfig.ready reads both, so a bad one stops start-up naming the variable).
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from groundtruth.search.abstention_model import AbstentionModel, AbstentionModelInvalid, abstention_model_parse
+from groundtruth.search.reranking import RERANK_FEATURES
+
+FITTED_DIR = Path(__file__).resolve().parent / "fitted"
+PROVENANCE_FIELDS = ("command", "date", "data")
+
+
+class FitInvalid(ValueError):
+    """A fit file that cannot be used; the message says what is wrong in it."""
+
+
+@dataclass(frozen=True)
+class AbstentionFit:
+    model: AbstentionModel
+    threshold: float
+    provenance: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class RerankFit:
+    weights: Mapping[str, float]
+    provenance: Mapping[str, str]
+
+
+def fit_provenance(*, command: str, data: str, **more: str) -> dict[str, str]:
+    """The `fit` record of a file written today."""
+    return {"command": command, "date": datetime.date.today().isoformat(), "data": data, **more}
+
+
+def abstention_fit_document(*, model: AbstentionModel, threshold: float, provenance: Mapping[str, str]) -> str:
+    """The text of an abstention fit file (round-trips through `abstention_fit_read`)."""
+    document = {
+        "fit": dict(provenance),
+        "intercept": round(model.intercept, 4),
+        "weights": {name: round(weight, 4) for name, weight in model.weights.items() if weight},
+        "threshold": round(threshold, 3),
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def rerank_fit_document(*, weights: Mapping[str, float], provenance: Mapping[str, str]) -> str:
+    """The text of a re-ranking fit file (round-trips through `rerank_fit_read`)."""
+    document = {"fit": dict(provenance), "weights": {name: round(weights[name], 4) for name in weights}}
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _document(path: Path, *, keys: set[str]) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text())
+    except OSError as exc:
+        raise FitInvalid(f"{path}: cannot be read ({exc.strerror})") from exc
+    except json.JSONDecodeError as exc:
+        raise FitInvalid(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from exc
+    if not isinstance(document, dict) or set(document) != keys:
+        raise FitInvalid(f"{path}: must be an object with exactly {', '.join(sorted(keys))}")
+    provenance = document["fit"]
+    if (
+        not isinstance(provenance, dict)
+        or not all(isinstance(value, str) for value in provenance.values())
+        or not all(provenance.get(name, "").strip() for name in PROVENANCE_FIELDS)
+    ):
+        raise FitInvalid(f"{path}: `fit` must record the {', '.join(PROVENANCE_FIELDS)} of the fit, as text")
+    try:
+        datetime.date.fromisoformat(provenance["date"])
+    except ValueError:
+        raise FitInvalid(f"{path}: `fit.date` must be a date such as 2026-11-23, got {provenance['date']!r}") from None
+    return document
+
+
+def _numbers(path: Path, name: str, values: object) -> dict[str, float]:
+    if not isinstance(values, dict) or not all(
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        for value in values.values()
+    ):
+        raise FitInvalid(f"{path}: `{name}` must map names to finite numbers")
+    return {key: float(value) for key, value in values.items()}
+
+
+def abstention_fit_read(path: Path) -> AbstentionFit:
+    """The sources-missing model and threshold recorded in `path`, checked."""
+    document = _document(path, keys={"fit", "intercept", "weights", "threshold"})
+    weights = _numbers(path, "weights", document["weights"])
+    try:
+        model = abstention_model_parse({"intercept": document["intercept"], **weights})
+    except AbstentionModelInvalid as exc:
+        raise FitInvalid(f"{path}: {exc}") from exc
+    threshold = document["threshold"]
+    if not isinstance(threshold, int | float) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
+        raise FitInvalid(f"{path}: `threshold` must be a probability from 0 to 1, got {threshold!r}")
+    return AbstentionFit(model=model, threshold=float(threshold), provenance=document["fit"])
+
+
+def rerank_fit_read(path: Path) -> RerankFit:
+    """The re-ranking weights recorded in `path`, checked: known evidence, each at least 0."""
+    document = _document(path, keys={"fit", "weights"})
+    weights = _numbers(path, "weights", document["weights"])
+    if not weights or set(weights) - set(RERANK_FEATURES) or any(weight < 0 for weight in weights.values()):
+        raise FitInvalid(
+            f"{path}: `weights` takes {', '.join(RERANK_FEATURES)}, each a number of at least 0, got {weights}"
+        )
+    return RerankFit(weights=weights, provenance=document["fit"])
+
+
+def abstention_fit_path() -> Path:
+    return (
+        Path(settings.ASK_ABSTENTION_FIT_FILE) if settings.ASK_ABSTENTION_FIT_FILE else FITTED_DIR / "abstention.json"
+    )
+
+
+def rerank_fit_path() -> Path:
+    return Path(settings.SEARCH_RERANK_FIT_FILE) if settings.SEARCH_RERANK_FIT_FILE else FITTED_DIR / "reranking.json"
+
+
+# Cached by path: a file is read once per process; pointing the setting elsewhere (a test's own
+# fit) reads that file.
+_abstention_fit_cached = functools.cache(abstention_fit_read)
+_rerank_fit_cached = functools.cache(rerank_fit_read)
+
+
+def abstention_fit_current() -> AbstentionFit:
+    """The fit /ask uses: ASK_ABSTENTION_FIT_FILE, else the shipped fitted/abstention.json."""
+    return _abstention_fit_cached(abstention_fit_path())
+
+
+def rerank_fit_current() -> RerankFit:
+    """The fit search uses: SEARCH_RERANK_FIT_FILE, else the shipped fitted/reranking.json."""
+    return _rerank_fit_cached(rerank_fit_path())

@@ -1,0 +1,118 @@
+"""The fitted parameters of search and /ask are read from files that record their fit
+(groundtruth/search/fitted/), checked, and a bad file stops start-up naming the variable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from groundtruth.search.abstention_model import abstention_model_parse
+from groundtruth.search.fitted_parameters import (
+    FitInvalid,
+    abstention_fit_current,
+    abstention_fit_document,
+    abstention_fit_read,
+    rerank_fit_current,
+    rerank_fit_document,
+    rerank_fit_read,
+)
+
+PROVENANCE = {"command": "manage.py abstention_fit questions.jsonl", "date": "2026-11-26", "data": "questions.jsonl"}
+
+
+def test_the_shipped_fits_are_the_ones_search_and_ask_use(settings):
+    settings.ASK_ABSTENTION_FIT_FILE = ""
+    settings.SEARCH_RERANK_FIT_FILE = ""
+
+    abstention = abstention_fit_current()
+    rerank = rerank_fit_current()
+
+    assert abstention.model == abstention_model_parse(
+        {
+            "intercept": -9.878,
+            "heading_similarity": 7.17,
+            "peak": 5.434,
+            "coverage": 2.28,
+            "agreement": 0.3185,
+            "named_known": 2.051,
+            "names_together": 3.111,
+        }
+    )
+    assert abstention.threshold == 0.366
+    assert rerank.weights == {"dense": 1.0, "question_title": 0.29, "lexical": 0.067, "coverage": 0.21}
+    for fit in (abstention, rerank):
+        assert (fit.provenance["date"], sorted(fit.provenance)) == (
+            "2026-11-23",
+            ["command", "commit", "data", "date"] + (["measured"] if fit is abstention else []),
+        )
+
+
+def test_a_written_fit_reads_back_as_written(tmp_path):
+    model = abstention_model_parse({"intercept": -4, "known": 4, "coverage": 4})
+    abstention = tmp_path / "abstention.json"
+    abstention.write_text(abstention_fit_document(model=model, threshold=0.5, provenance=PROVENANCE))
+    rerank = tmp_path / "reranking.json"
+    rerank.write_text(rerank_fit_document(weights={"dense": 1.0, "lexical": 0.25}, provenance=PROVENANCE))
+
+    assert json.loads(abstention.read_text()) == {
+        "fit": PROVENANCE,
+        "intercept": -4.0,
+        "weights": {"known": 4.0, "coverage": 4.0},
+        "threshold": 0.5,
+    }
+    read = abstention_fit_read(abstention)
+    assert (read.model, read.threshold, read.provenance) == (model, 0.5, PROVENANCE)
+    assert rerank_fit_read(rerank).weights == {"dense": 1.0, "lexical": 0.25}
+
+
+def test_the_setting_points_at_another_fit(settings, tmp_path):
+    path = tmp_path / "ours.json"
+    path.write_text(rerank_fit_document(weights={"dense": 1.0, "coverage": 0.5}, provenance=PROVENANCE))
+    settings.SEARCH_RERANK_FIT_FILE = str(path)
+
+    assert rerank_fit_current().weights == {"dense": 1.0, "coverage": 0.5}
+
+
+ABSTENTION = {"fit": PROVENANCE, "intercept": -4, "weights": {"known": 4}, "threshold": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("{", "not JSON (Expecting property name enclosed in double quotes, line 1)"),
+        ({**ABSTENTION, "extra": 1}, "must be an object with exactly fit, intercept, threshold, weights"),
+        (
+            {**ABSTENTION, "fit": {"command": "x", "date": "2026-11-26"}},
+            "`fit` must record the command, date, data of the fit, as text",
+        ),
+        (
+            {**ABSTENTION, "fit": {**PROVENANCE, "date": "yesterday"}},
+            "`fit.date` must be a date such as 2026-11-23, got 'yesterday'",
+        ),
+        ({**ABSTENTION, "weights": {"known": "4"}}, "`weights` must map names to finite numbers"),
+        ({**ABSTENTION, "weights": {"bogus": 1}}, "unknown feature bogus; known: intercept, similarity"),
+        ({**ABSTENTION, "threshold": 1.5}, "`threshold` must be a probability from 0 to 1, got 1.5"),
+    ],
+)
+def test_a_bad_abstention_fit_is_refused_saying_what_is_wrong(tmp_path, document, message):
+    path = tmp_path / "abstention.json"
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+
+    with pytest.raises(FitInvalid) as raised:
+        abstention_fit_read(path)
+
+    assert str(raised.value).startswith(f"{path}: {message}")
+
+
+def test_a_rerank_fit_takes_only_known_evidence_of_at_least_zero(tmp_path):
+    path = tmp_path / "reranking.json"
+    path.write_text(json.dumps({"fit": PROVENANCE, "weights": {"dense": 1, "lexical": -0.1}}))
+
+    with pytest.raises(FitInvalid) as raised:
+        rerank_fit_read(path)
+
+    assert str(raised.value) == (
+        f"{path}: `weights` takes dense, question_title, lexical, coverage, each a number of at least 0, "
+        "got {'dense': 1.0, 'lexical': -0.1}"
+    )
