@@ -640,3 +640,10 @@ LOGGING = {
         "mcp.server.streamable_http": {"level": "WARNING"},
     },
 }
+
+# --- judge: refitting the relevance judge after ingests ---
+# An ingest queues a new fit of the relevance judge (Celery, groundtruth.tasks.judge_fit_task)
+# once the chunks added, updated and removed since the newest judge reach this share of the
+# chunks it was fitted on (or no judge is fitted on the index version yet). JUDGE_ENABLED off:
+# no fit is queued.
+JUDGE_REFIT_CHANGED_SHARE = _non_negative("JUDGE_REFIT_CHANGED_SHARE", 0.1)
