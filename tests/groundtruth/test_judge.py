@@ -12,7 +12,7 @@ import pytest
 
 from agentplatform.errors import InvalidInput
 from agentplatform.health import health_probe
-from groundtruth.embeddings import embedding_backend
+from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.judge.calibration import HeldOutScores, held_out_accuracy, refusal_thresholds, score_quantile
 from groundtruth.judge.fitting import JudgeFitOptions, held_out_score, judge_fit, judge_refit_due, mined_tokenise
@@ -115,6 +115,7 @@ TINY = [
 
 def test_token_vectors_leave_out_the_special_tokens_and_a_text_matches_itself_fully():
     backend = embedding_backend()
+    assert isinstance(backend, LocalSentenceTransformer)
     reset, cut = backend.token_vectors(["reset password", RESET], max_tokens=8)
 
     # [CLS] reset password [SEP] -> the two word tokens; RESET cut at 8 tokens -> [CLS] and 7.
