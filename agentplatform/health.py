@@ -1,5 +1,7 @@
 """The health of the whole platform, as GET /health reports it: the database, pgvector, Redis, the
-Celery broker, the embedding model or endpoint and the language-model endpoint.
+Celery broker, the embedding model or endpoint, the language-model endpoint and the relevance
+judge (in use, not in use, or failed to load: today's model then decides, and the status is
+`degraded`).
 
 Every check runs in a thread of its own and is given HEALTH_TIMEOUT_SECONDS: a peer that hangs
 (a frozen Redis, a PostgreSQL that stopped answering) becomes an `error` check in time, never
@@ -36,6 +38,7 @@ from rest_framework.response import Response
 
 from agentplatform.celery import app as celery_app
 from groundtruth.embeddings import embedding_backend
+from groundtruth.judge.scoring import judge_state
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,11 @@ def _check_llm() -> CheckResult:
     return CheckResult("ok", f"language-model endpoint {_public_url(base)} reachable, model {settings.LLM_MODEL}")
 
 
+def _check_judge() -> CheckResult:
+    state = judge_state()
+    return CheckResult(state.status, state.detail)
+
+
 HEALTH_CHECKS = {
     "database": _check_database,
     "pgvector": _check_pgvector,
@@ -132,6 +140,7 @@ HEALTH_CHECKS = {
     "broker": _check_broker,
     "embeddings": _check_embeddings,
     "llm": _check_llm,
+    "judge": _check_judge,
 }
 
 

@@ -701,7 +701,7 @@ MARKDOWN_REPOSITORIES = {
     "rclone/rclone",
     "wez/wezterm",
 }
-JUDGE_MIX_WEIGHTS = (0.0, 5.0, 20.0)  # judge score + weight * today's relevance, measured side by side
+JUDGE_MIX_WEIGHTS = (0.0, 1.0, 5.0)  # judge score (MaxSim, 0-1) + weight * today's relevance, side by side
 
 
 def repository_format(name: str) -> str:
@@ -841,7 +841,7 @@ def judge_report(answers: list[JudgedAnswer], judge_row) -> None:
         " used: no rotation needed)"
     )
     print(
-        "  paraphrased R@1/R@5/MRR@10: today | judge | judge+5*relevance | judge+20*relevance;"
+        "  paraphrased R@1/R@5/MRR@10: today | judge | judge+1*relevance | judge+5*relevance;"
         " FAQ wording R@1 today judge;\n  /ask first citation hits today judge, citations per answer today judge;"
         " sources_missing unanswerable/answerable: today | judge threshold | either refuses"
     )

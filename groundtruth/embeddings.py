@@ -254,6 +254,16 @@ class LocalSentenceTransformer:
         )
         return vectors.tolist()
 
+    def token_vectors(self, texts: list[str], *, max_tokens: int | None = None) -> list[Any]:
+        """Each text's token vectors (numpy, tokens x dimension, unit rows; [CLS] and [SEP] left
+        out) for the relevance judge. ONNX Runtime only: raises EmbeddingError on the torch
+        runtime, whose processes then judge as if no judge were fitted."""
+        if self.runtime != "onnx":
+            raise EmbeddingError("token vectors need EMBEDDING_RUNTIME=onnx")
+        if not texts:
+            return []
+        return self._load().token_vectors(texts, batch_size=self.batch_size, max_tokens=max_tokens)
+
     @property
     def state(self) -> str:
         if self._model is not None:

@@ -246,11 +246,11 @@ class CorpusStatistic(models.Model):
 
 
 class RelevanceJudge(models.Model):
-    """A relevance judge (a cross-encoder) fitted on pairs mined from the indexed documentation
-    itself (`groundtruth/judge/`): no question with a known answer goes into it. The newest row
-    whose artifact loads is the one search uses; `thresholds` are its per-repository refusal
-    thresholds, calibrated on its own held-out mined pairs (the judge score below which a set
-    share of mined positives falls)."""
+    """A relevance judge (late interaction over MiniLM's token vectors) fitted on pairs mined from
+    the indexed documentation itself (`groundtruth/judge/`): no question with a known answer goes
+    into it. The newest row whose artifact loads is the one search uses; `thresholds` are its
+    per-repository refusal thresholds, calibrated on its own held-out mined pairs (the judge
+    score below which a set share of mined positives falls)."""
 
     fitted_at = models.DateTimeField(auto_now_add=True)
     index_version = models.PositiveSmallIntegerField(help_text="chunk recipe of the index it was fitted on")

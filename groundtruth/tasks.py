@@ -9,6 +9,9 @@
 - `ingest_all(trigger="beat")`: re-reads the registry and requests a run of every enabled
   repository (the beat schedule calls it).
 - `ingest_runs_stale_clear_task()`: fails runs whose worker died (beat, every minute).
+- `judge_fit_task()`: fits a new relevance judge (`groundtruth/judge/fitting.py`), queued by
+  `ingest_repo` after an ingest that changed the index enough (`judge_refit_due`); one fit at a
+  time (a cache lock), and none when a fit that ran meanwhile made it no longer due.
 
 A worker that starts requeues the runs its previous life (same node name) held when it was
 killed (`worker_ready` below), so a restarted worker resumes them at once.
@@ -22,6 +25,8 @@ import random
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
 
 from agentplatform.plumbing.errors import ApplicationError
 from groundtruth.embeddings import EmbeddingUnavailable
@@ -36,6 +41,7 @@ from groundtruth.ingest.runs import (
     ingest_runs_orphaned_requeue,
     ingest_runs_stale_clear,
 )
+from groundtruth.judge.fitting import judge_fit, judge_refit_due
 from groundtruth.models import IngestTrigger, Repository
 from groundtruth.question_audit import asked_questions_purge
 from groundtruth.services import ingest_request
@@ -81,7 +87,36 @@ def ingest_repo(
         # The run is already marked failed with its error; the task itself ends quietly
         # (retrying a terminal error cannot help).
         logger.exception("Ingest run %s of %s failed", run_id, repository.name)
+        return run_id
+    if judge_refit_due():
+        # The ingest has committed; on_commit runs this at once outside a transaction, and after
+        # the commit inside one (a test's, a caller's).
+        transaction.on_commit(judge_fit_task.delay)
     return run_id
+
+
+JUDGE_FIT_LOCK = "groundtruth:judge-fit"
+# Longer than a fit of the development set's 6,000 chunks takes on two busy cores; a worker
+# killed mid-fit frees the lock after it.
+JUDGE_FIT_LOCK_SECONDS = 3600
+
+
+@shared_task(name="groundtruth.tasks.judge_fit_task")
+def judge_fit_task() -> int | None:
+    """Fits and stores a new relevance judge; returns its id, or None (another fit runs, none
+    is due any more, or the corpus is too small: the previous judge stays, logged)."""
+    if not cache.add(JUDGE_FIT_LOCK, "1", timeout=JUDGE_FIT_LOCK_SECONDS):
+        logger.info("A relevance judge is being fitted already")
+        return None
+    try:
+        if not judge_refit_due():
+            return None
+        return judge_fit().pk
+    except ApplicationError as exc:
+        logger.warning("Relevance judge not refitted: %s", exc.detail)
+        return None
+    finally:
+        cache.delete(JUDGE_FIT_LOCK)
 
 
 @shared_task(name="groundtruth.tasks.ingest_all")

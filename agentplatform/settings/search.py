@@ -53,18 +53,15 @@ SEARCH_RERANK_DEPTH = int(env_non_negative("SEARCH_RERANK_DEPTH", 20))
 # A fit file of one's own (a refit on the deployment's documentation) instead of the shipped one:
 # a file, not numbers, so that whatever is in use carries the fit that produced it.
 SEARCH_RERANK_FIT_FILE = env.str("SEARCH_RERANK_FIT_FILE", default="")
-# The relevance judge (groundtruth/judge/): a cross-encoder fitted on pairs mined from the
-# indexed documentation (`manage.py judge_fit`). While one is fitted and JUDGE_ENABLED is on, it
-# orders the first SEARCH_JUDGE_DEPTH re-ranked candidates by its score (plus
-# SEARCH_JUDGE_RELEVANCE_WEIGHT times today's relevance) and decides "sources missing" against the
-# refusal threshold it calibrated on its own corpus. With none fitted, search and /ask are as
-# before. Its artifacts (weights, tokenizer, calibration) live under JUDGE_DIR. Off by default:
-# measured on the development set (benchmarks/retrieval.py --judge), a judge fitted within the
-# budget on these two cores ranks worse than today's relevance and refuses nothing.
+# The relevance judge (docs/ground-truth-judge.md) is off by default: on the measured subset it
+# refused no answerable question but caught far fewer unanswerable ones than today's model.
 JUDGE_ENABLED = env_boolean("JUDGE_ENABLED", False)
 JUDGE_DIR = Path(env.str("JUDGE_DIR", default="") or VAR_DIR / "judges")
 SEARCH_JUDGE_DEPTH = env_positive_int("SEARCH_JUDGE_DEPTH", 8)
 SEARCH_JUDGE_RELEVANCE_WEIGHT = env_non_negative("SEARCH_JUDGE_RELEVANCE_WEIGHT", 0.0)
+# A refit is queued after an ingest once this share of the judged chunks changed: a judge follows
+# its corpus without refitting on every push.
+JUDGE_REFIT_CHANGED_SHARE = env_non_negative("JUDGE_REFIT_CHANGED_SHARE", 0.1)
 # /ask: at most how many passages to cite; a passage after the first is cited only while its
 # dense score is within ASK_CITATION_MARGIN of the first's; at most how many lines a snippet keeps.
 ASK_CITATION_COUNT = env_positive_int("ASK_CITATION_COUNT", 5)

@@ -30,7 +30,7 @@ from pathlib import Path
 from groundtruth.inference.onnx_export import GRAPH_FILE, WEIGHTS_FILE
 
 # Bump when onnx_export.py changes what it writes: every host then exports again.
-EXPORTER_VERSION = 1
+EXPORTER_VERSION = 2  # 2: the graph also returns the token vectors (`tokens`)
 MANIFEST_FILE = "manifest.json"
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 

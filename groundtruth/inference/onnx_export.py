@@ -5,7 +5,10 @@ own (`python -m groundtruth.inference.onnx_export MODEL_DIR OUT_DIR`), started b
 
 The graph takes `input_ids` and `attention_mask` (int64, batch x tokens) and returns `embedding`
 (float32, batch x dimension, unit length): the pooling and normalisation sentence-transformers runs
-after the transformer are part of the graph, so the runtime only tokenises.
+after the transformer are part of the graph, so the runtime only tokenises. It also returns
+`tokens` (float32, batch x tokens x dimension): the transformer's token vectors before pooling,
+which the relevance judge compares token by token (late interaction, `groundtruth/judge/`). A
+caller that asks only for `embedding` pays nothing for them.
 
 The legacy TorchScript exporter (`dynamo=False`) is used: it runs offline in about 12 s on an
 idle 2-core machine and gives the same vectors as sentence-transformers (min cosine 0.9999996 on
@@ -49,12 +52,12 @@ def model_export(*, model_dir: Path, out_dir: Path) -> None:
             super().__init__()
             self.transformer = transformer
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             tokens = self.transformer(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
             # sentence-transformers' Pooling (mean over the attention mask) and Normalize.
             mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
+            return torch.nn.functional.normalize(mean, p=2.0, dim=1), tokens
 
     sample = torch.ones((2, 8), dtype=torch.int64)
     graph_path = out_dir / GRAPH_FILE
@@ -64,8 +67,12 @@ def model_export(*, model_dir: Path, out_dir: Path) -> None:
             (sample, sample),
             str(graph_path),
             input_names=["input_ids", "attention_mask"],
-            output_names=["embedding"],
-            dynamic_axes={"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}},
+            output_names=["embedding", "tokens"],
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "tokens"},
+                "attention_mask": {0: "batch", 1: "tokens"},
+                "tokens": {0: "batch", 1: "tokens"},
+            },
             opset_version=17,
             dynamo=False,
         )

@@ -27,6 +27,7 @@ class OnnxSentenceEncoder:
         # sentence-transformers overrides tokenizer.json's own truncation (128) and fixed padding.
         self.tokenizer.enable_truncation(max_length=self.max_seq_length)
         pad_id = self.tokenizer.token_to_id("[PAD]") or 0
+        self.sep_id = self.tokenizer.token_to_id("[SEP]")
         self.tokenizer.enable_padding(pad_id=pad_id, pad_token="[PAD]")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
@@ -52,8 +53,29 @@ class OnnxSentenceEncoder:
             encodings = self.tokenizer.encode_batch([texts[index] for index in batch])
             input_ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)
             attention_mask = np.array([encoding.attention_mask for encoding in encodings], dtype=np.int64)
-            (embedding,) = self.session.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})
+            (embedding,) = self.session.run(["embedding"], {"input_ids": input_ids, "attention_mask": attention_mask})
             if vectors is None:
                 vectors = np.empty((len(texts), embedding.shape[1]), dtype=np.float32)
             vectors[batch] = embedding
         return vectors if vectors is not None else np.empty((0, 0), dtype=np.float32)
+
+    def token_vectors(self, texts: list[str], *, batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
+        """Each text's token vectors (tokens x dimension, float32, unit length, [CLS] and [SEP]
+        left out), in the order given: what the relevance judge compares token by token.
+        `max_tokens` truncates shorter than the model's own limit (a cheaper passage)."""
+        limit = min(max_tokens or self.max_seq_length, self.max_seq_length)
+        order = sorted(range(len(texts)), key=lambda index: -len(texts[index]))
+        vectors: list[np.ndarray] = [np.empty((0, 0), dtype=np.float32)] * len(texts)
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            encodings = self.tokenizer.encode_batch([texts[index] for index in batch])
+            input_ids = np.array([encoding.ids[:limit] for encoding in encodings], dtype=np.int64)
+            attention_mask = np.array([encoding.attention_mask[:limit] for encoding in encodings], dtype=np.int64)
+            (tokens,) = self.session.run(["tokens"], {"input_ids": input_ids, "attention_mask": attention_mask})
+            for row, index in enumerate(batch):
+                length = int(attention_mask[row].sum())
+                # Truncation at `limit` cuts the final [SEP]; the first token is always [CLS].
+                end = length - 1 if encodings[row].ids[length - 1] == self.sep_id else length
+                kept = tokens[row, 1:end]
+                vectors[index] = kept / np.maximum(np.linalg.norm(kept, axis=1, keepdims=True), 1e-9)
+        return vectors

@@ -4,6 +4,7 @@ loaded."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from agentplatform.plumbing.errors import InvalidInput
+from groundtruth.embeddings import EmbeddingError
 from groundtruth.judge.scoring import ActiveJudge, judge_in_use, passages_judge
 from groundtruth.models import Chunk, Repository
 from groundtruth.search.citations import citation_for
@@ -36,6 +38,8 @@ from groundtruth.search.lexical_search import (
 )
 from groundtruth.search.query_embedding import QueryEmbedding, query_embed
 from groundtruth.search.reranking import RerankEvidence, relevance, rerank_evidence
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -245,18 +249,23 @@ def chunk_search(
         for chunk_id, found in evidence.items()
     }
     fused = _reranked(fused, relevances=relevances)
-    active = judge_in_use() if judge is True else (judge or None)
+    # The judge reads with the embedding model: without it (lexical search) nothing is judged.
+    active = (judge_in_use() if judge is True else (judge or None)) if embedding is not None else None
     judge_scores: dict[int, float] = {}
     if active is not None:
-        fused, judge_scores = _judged(
-            fused,
-            judge=active,
-            query=query,
-            chunks=chunks,
-            relevances=relevances,
-            depth=max(settings.SEARCH_JUDGE_DEPTH, limit),
-            relevance_weight=settings.SEARCH_JUDGE_RELEVANCE_WEIGHT,
-        )
+        try:
+            fused, judge_scores = _judged(
+                fused,
+                judge=active,
+                query=query,
+                chunks=chunks,
+                relevances=relevances,
+                depth=max(settings.SEARCH_JUDGE_DEPTH, limit),
+                relevance_weight=settings.SEARCH_JUDGE_RELEVANCE_WEIGHT,
+            )
+        except EmbeddingError as exc:  # the model stopped answering since the query was embedded
+            logger.warning("Relevance judge skipped for this search: %s", exc)
+            active = None
     dense = {hit.chunk_id: hit for hit in dense_hits}
     matched = {hit.chunk_id: hit.matched_lexemes for hit in lexical_hits}
     hits = []

@@ -13,7 +13,7 @@ def test_landing_page_says_what_the_service_is_and_links_the_docs_admin_and_heal
     assert browser.text("h1") == "Agent platform and ground-truth service"
     assert browser.texts("#where a") == ["API docs", "/api/schema/", "Admin", "Health", "Live chat"]
     assert browser.text("#health h2") == "Health now: ok"
-    assert browser.texts("#health th") == ["database", "pgvector", "redis", "broker", "embeddings", "llm"]
+    assert browser.texts("#health th") == ["database", "pgvector", "redis", "broker", "embeddings", "llm", "judge"]
     assert browser.text("#commands pre").splitlines() == [
         "make run     # installs into .venv, migrates, loads demo data once, starts web + worker + beat",
         "make test    # installs into .venv (and Chromium), runs ruff, mypy and the whole test suite",

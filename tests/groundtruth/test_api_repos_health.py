@@ -128,6 +128,7 @@ def test_health_is_public_and_reports_every_dependency(api_client, settings):
         "broker": "ok",
         "embeddings": "disabled",
         "llm": "disabled",
+        "judge": "disabled",
     }
     assert body["checks"]["pgvector"]["detail"].startswith("pgvector 0.")
     assert body["checks"]["llm"]["detail"] == "no LLM_BASE_URL: /ask answers extractively"
@@ -195,6 +196,7 @@ def test_health_with_redis_frozen_answers_in_time_with_redis_and_broker_in_error
         "broker": "error",
         "embeddings": "disabled",
         "llm": "disabled",
+        "judge": "disabled",
     }
     assert body["checks"]["redis"]["detail"] == "TimeoutError: Timeout reading from socket"
     assert body["checks"]["broker"]["detail"] == "no answer within 1 s"

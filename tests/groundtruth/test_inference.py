@@ -71,7 +71,7 @@ def test_the_export_is_reused_and_a_corrupt_one_is_exported_again(tmp_path):
     first = exported_model_ensure(model_dir=model_dir, cache_dir=tmp_path, timeout=300)
     weights_sha256 = model_weights_sha256(model_dir)
     assert first.weights_sha256 == weights_sha256
-    assert first.directory.name.startswith(f"model-{weights_sha256[:16]}-export1-torch")
+    assert first.directory.name.startswith(f"model-{weights_sha256[:16]}-export2-torch")
     assert sorted(path.name for path in first.directory.iterdir()) == ["manifest.json", "model.onnx", "weights.bin"]
     graph_written_at = first.graph_path.stat().st_mtime_ns
     assert exported_model_ensure(model_dir=model_dir, cache_dir=tmp_path, timeout=300) == first

@@ -1,20 +1,28 @@
-"""The relevance judge's mechanisms on hand-made corpora: pair mining, training, calibration,
-and search as today while no judge is fitted or the fitted one fails to load."""
+"""The relevance judge's mechanisms on hand-made corpora: pair mining, the late-interaction judge
+and its learned projection, calibration, fitting and refitting, and search as today while no
+judge is fitted or the fitted one fails to load (with /health saying so)."""
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
+
+import numpy as np
 import pytest
 
+from agentplatform.health import health_probe
 from agentplatform.plumbing.errors import InvalidInput
-from groundtruth.embeddings import packaged_model_path
-from groundtruth.judge.calibration import refusal_thresholds, score_quantile
-from groundtruth.judge.fitting import judge_fit
+from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend
+from groundtruth.ingest.index_text import INDEX_VERSION
+from groundtruth.judge.calibration import HeldOutScores, held_out_accuracy, refusal_thresholds, score_quantile
+from groundtruth.judge.fitting import JudgeFitOptions, held_out_score, judge_fit, judge_refit_due, mined_tokenise
+from groundtruth.judge.late_interaction import LateInteractionJudge, late_interaction_fit
 from groundtruth.judge.pair_mining import MinedQuery, judge_passage, pairs_mine, section_query
-from groundtruth.judge.scoring import judge_in_use, judge_load_failure
-from groundtruth.judge.training import HeldOutScores, JudgeHyperparameters, held_out_accuracy, judge_train
-from groundtruth.models import RelevanceJudge, Repository
+from groundtruth.judge.scoring import judge_in_use, judge_load_failure, judge_state, passages_judge
+from groundtruth.models import IngestRun, IngestStatus, RelevanceJudge, Repository
 from groundtruth.search.abstention import abstention_assess
 from groundtruth.search.hybrid_search import chunk_search
+from groundtruth.tasks import judge_fit_task
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import Section, chunks_index
 
@@ -105,19 +113,41 @@ TINY = [
 ]
 
 
-def test_a_judge_trained_on_a_tiny_corpus_ranks_each_positive_first_and_the_fit_is_reproducible():
-    hyperparameters = JudgeHyperparameters(
-        layers=1, max_length=64, epochs=20, queries_per_step=4, learning_rate=1e-3, head_learning_rate=2e-2
-    )
+def test_token_vectors_leave_out_the_special_tokens_and_a_text_matches_itself_fully():
+    backend = embedding_backend()
+    assert isinstance(backend, LocalSentenceTransformer)
+    reset, cut = backend.token_vectors(["reset password", RESET], max_tokens=8)
 
-    judge, report = judge_train(TINY, model_path=packaged_model_path(), hyperparameters=hyperparameters)
-    again, _ = judge_train(TINY, model_path=packaged_model_path(), hyperparameters=hyperparameters)
+    # [CLS] reset password [SEP] -> the two word tokens; RESET cut at 8 tokens -> [CLS] and 7.
+    assert (reset.shape, cut.shape) == ((2, 384), (7, 384))
+    assert np.allclose(np.linalg.norm(reset, axis=1), 1.0, atol=1e-5)
+    judge = LateInteractionJudge(passage_tokens=8)
+    assert judge.score(reset, reset) == pytest.approx(1.0, abs=1e-5)
+    assert judge.score(reset, np.empty((0, 384), dtype=np.float32)) == 0.0
 
-    assert (report.queries, report.pairs, report.steps) == (4, 240, 20)
-    for item in TINY:
-        scores = judge.scores(item.query, [item.positive, *item.negatives])
-        assert scores.index(max(scores)) == 0, item.query
-        assert again.scores(item.query, [item.positive, *item.negatives]) == pytest.approx(scores, abs=1e-5)
+
+def test_a_judge_on_a_tiny_corpus_ranks_each_positive_first_and_its_projection_fit_is_reproducible():
+    tokenised = mined_tokenise(TINY, passage_tokens=64)
+
+    projection = late_interaction_fit(tokenised, seed=0, epochs=10)
+    again = late_interaction_fit(tokenised, seed=0, epochs=10)
+
+    assert np.array_equal(projection, again)
+    assert projection.shape == (384, 384) and not np.array_equal(projection, np.eye(384, dtype=np.float32))
+    for judge in (
+        LateInteractionJudge(passage_tokens=64),
+        LateInteractionJudge(passage_tokens=64, projection=projection),
+    ):
+        scored = held_out_score(judge, tokenised)
+        assert held_out_accuracy(scored) == (1.0, 1.0)
+    # The learned projection widens the gap between each positive and its best negative.
+    identity_gaps = [
+        item.positive - max(item.negatives)
+        for item in held_out_score(LateInteractionJudge(passage_tokens=64), tokenised)
+    ]
+    projected = LateInteractionJudge(passage_tokens=64, projection=projection)
+    projected_gaps = [item.positive - max(item.negatives) for item in held_out_score(projected, tokenised)]
+    assert sum(projected_gaps) > sum(identity_gaps)
 
 
 def test_refusal_thresholds_are_the_score_below_which_a_share_of_held_out_positives_fall():
@@ -151,7 +181,8 @@ def test_without_a_fitted_judge_search_and_abstention_are_todays(settings):
     assert abstention_assess(outcome, question="forgot my password").decided_by == "model"
 
 
-@pytest.mark.django_db
+# Transactional: /health's checks run in threads of their own, which see only committed rows.
+@pytest.mark.django_db(transaction=True)
 def test_a_judge_that_fails_to_load_is_skipped_with_the_reason_kept(settings, tmp_path, caplog):
     settings.JUDGE_ENABLED = True
     repository = RepositoryFactory(name="acme/helpdesk")
@@ -164,8 +195,27 @@ def test_a_judge_that_fails_to_load_is_skipped_with_the_reason_kept(settings, tm
 
     assert outcome.judge is None and judge_in_use() is None
     failure = judge_load_failure()
-    assert failure is not None and failure.startswith(f"relevance judge #{broken.pk} at {tmp_path / 'missing'}")
-    assert "failed to load" in caplog.text
+    assert failure == (
+        f"relevance judge #{broken.pk} at {tmp_path / 'missing'} failed to load: "
+        f"[Errno 2] No such file or directory: '{tmp_path / 'missing' / 'judge.json'}'"
+    )
+    assert caplog.record_tuples == [
+        (
+            "groundtruth.judge.scoring",
+            logging.WARNING,
+            f"{failure}; search and /ask use the fitted relevance and abstention model",
+        )
+    ]
+    # Today's model decides, and /health says so (degraded, still serving).
+    assert abstention_assess(outcome, question="forgot my password").decided_by == "model"
+    settings.HEALTH_TIMEOUT_SECONDS = 30  # a loaded machine's slow check is not what this pins
+    health_probe.clear()
+    body, serving = health_probe.report()
+    assert (body["status"], serving) == ("degraded", True), body
+    assert body["checks"]["judge"]["status"] == "error"  # type: ignore[index]
+    assert body["checks"]["judge"]["detail"] == (  # type: ignore[index]
+        f"{failure}; today's relevance and abstention model decide"
+    )
 
 
 @pytest.mark.django_db
@@ -186,3 +236,127 @@ def test_fitting_on_a_tiny_corpus_says_why_and_keeps_the_previous_judge():
         "(at least 22 needed); the previous judge stays in use."
     )
     assert list(RelevanceJudge.objects.values_list("pk", flat=True)) == [previous.pk]
+
+
+@pytest.mark.django_db
+def test_the_refit_task_on_a_tiny_corpus_logs_why_and_keeps_the_previous_judge(settings, caplog):
+    settings.JUDGE_ENABLED = True
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+    previous = RelevanceJudge.objects.create(
+        index_version=INDEX_VERSION - 1, pair_count=8, query_count=2, held_out_accuracy=1.0, artifact="/nowhere"
+    )
+
+    assert judge_fit_task() is None
+
+    assert list(RelevanceJudge.objects.values_list("pk", flat=True)) == [previous.pk]
+    assert ("groundtruth.tasks", logging.WARNING) in [(name, level) for name, level, _ in caplog.record_tuples]
+    assert "Relevance judge not refitted: Too little documentation to fit a relevance judge: 4 sections" in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_refit_is_due_once_ingests_since_the_judge_changed_a_tenth_of_its_chunks(settings):
+    settings.JUDGE_ENABLED = True
+    repository = RepositoryFactory(name="acme/helpdesk", chunk_count=5)
+    assert judge_refit_due()  # no judge yet
+    judge = RelevanceJudge.objects.create(
+        index_version=INDEX_VERSION, chunk_count=200, pair_count=8, query_count=2, held_out_accuracy=1.0, artifact="/a"
+    )
+    assert not judge_refit_due()
+
+    def finished_run(minutes: int, **counts: int) -> None:
+        run = IngestRun.objects.create(repository=repository, ref="main", status=IngestStatus.SUCCEEDED, **counts)
+        IngestRun.objects.filter(pk=run.pk).update(finished_at=judge.fitted_at + timedelta(minutes=minutes))
+
+    finished_run(-5, chunks_added=500)  # before the judge: already in it
+    finished_run(5, chunks_added=6, chunks_updated=4)
+    assert not judge_refit_due()  # 10 of 200 changed
+    finished_run(6, chunks_removed=10)
+    assert judge_refit_due()  # 20 of 200
+    settings.JUDGE_ENABLED = False
+    assert not judge_refit_due()
+    settings.JUDGE_ENABLED = True
+    RelevanceJudge.objects.filter(pk=judge.pk).update(index_version=INDEX_VERSION - 1)
+    IngestRun.objects.all().delete()
+    assert judge_refit_due()  # fitted on another chunk recipe
+
+
+# 26 sections of two files: enough mined queries (21 to train on, 5 held out) for a fit.
+HANDBOOK_TOPICS = [
+    ("Cache", "Cached pages expire after ten minutes; purge them with the clear-cache button on the dashboard."),
+    ("Logging", "Log lines go to standard error as JSON, one object per line, with the request id in every entry."),
+    ("Backups", "A nightly job dumps the database to object storage and keeps thirty daily copies of every dump."),
+    ("Email", "Outgoing mail is sent through the SMTP relay named in the settings, retried three times on failure."),
+    ("Timezones", "Dates are stored in UTC and shown in the browser's own timezone, converted when a page renders."),
+    ("Uploads", "Files larger than fifty megabytes are refused with a clear error before any byte is written."),
+    ("Search", "The search box matches words in titles and bodies, ranking exact phrases above scattered words."),
+    ("Themes", "A dark and a light theme ship with the product; the choice is saved in the user's profile."),
+    ("Webhooks", "Each webhook delivery is signed with an HMAC of its body so receivers can verify the sender."),
+    ("Quotas", "Every account may store ten thousand records; beyond that new records are refused politely."),
+    ("Sessions", "A login session lasts two weeks, and signing out on one device ends the session everywhere."),
+    ("Exports", "The export page writes a ZIP archive holding one CSV file per table of the account's data."),
+    ("Imports", "Spreadsheets are imported row by row, and rows with missing required columns are skipped."),
+    ("Languages", "The interface is translated into German, French and Japanese, picked from the browser's locale."),
+    ("Invoices", "Invoices are generated on the first day of each month as PDF files attached to an email."),
+    ("Teams", "A team owner invites members by email address and may remove any member at any time."),
+    ("Passwords", "Passwords need twelve characters at least and are hashed with Argon2 before they are stored."),
+    ("Metrics", "Prometheus scrapes request counts and latency histograms from the metrics endpoint every minute."),
+    ("Printing", "Reports print on A4 or Letter paper, with page numbers and the report's title in the footer."),
+    ("Keyboard", "Press question mark anywhere to list every keyboard shortcut the current page understands."),
+    ("Mobile", "The mobile app syncs every five minutes over Wi-Fi and only when asked on a cellular network."),
+    ("Archiving", "Projects untouched for a year are archived: read-only, hidden from lists, restorable in a click."),
+    ("Audit", "Every change to a record is written to the audit trail with who made it, when and from where."),
+    ("Tags", "Records can carry up to twenty tags, each a lowercase word without spaces or punctuation."),
+    ("Maps", "Addresses are geocoded once when saved and shown as pins on an interactive map of the region."),
+    ("Calendars", "Deadlines appear in an iCalendar feed that desktop and phone calendar applications subscribe to."),
+]
+HANDBOOK = [
+    Section(
+        path=f"handbook/{'admin' if index < 13 else 'users'}.md",
+        heading=("Handbook", topic),
+        text=f"## {topic}\n\n{text}",
+        start_line=1 + 4 * (index % 13),
+    )
+    for index, (topic, text) in enumerate(HANDBOOK_TOPICS)
+]
+
+
+@pytest.mark.django_db
+def test_a_judge_fitted_on_a_corpus_is_stored_with_its_calibration_and_decides_refusals(settings, tmp_path):
+    settings.JUDGE_ENABLED = True
+    settings.JUDGE_DIR = tmp_path
+    health_probe.clear()
+    repository = RepositoryFactory(name="acme/handbook")
+    chunks = chunks_index(repository, HANDBOOK)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(chunks), index_version=INDEX_VERSION)
+
+    row = judge_fit(options=JudgeFitOptions(negatives=3, epochs=5))
+
+    assert (row.index_version, row.chunk_count, row.repositories) == (INDEX_VERSION, 26, ["acme/handbook"])
+    assert (row.query_count, row.pair_count, row.held_out_query_count) == (20, 80, 6)
+    assert row.held_out_accuracy == 1.0
+    # 6 held-out positives (>= 5): the repository's own threshold, the lowest of them (share 0.05).
+    artifact = LateInteractionJudge.load(row.artifact)
+    mined = pairs_mine(repositories=[repository], negatives=3, queries_per_repository=60, seed=0)
+    held_out = [item for index, item in enumerate(mined) if index % 5 == 0]
+    positives = [item.positive for item in held_out_score(artifact, mined_tokenise(held_out, passage_tokens=128))]
+    assert row.thresholds == {"acme/handbook": np.floor(min(positives) * 10000) / 10000}
+    assert row.default_threshold == row.thresholds["acme/handbook"]
+
+    # In use: it orders the head of the results and decides "sources missing" on its threshold.
+    outcome = chunk_search(query="How long does a login session last?", repositories=[repository], limit=5)
+    assert outcome.judge is not None and outcome.judge.row.pk == row.pk
+    assert outcome.hits[0].chunk.heading == ["Handbook", "Sessions"]
+    assert outcome.hits[0].judge_score == max(outcome.judge_scores.values())
+    assessment = abstention_assess(outcome, question="How long does a login session last?")
+    assert (assessment.decided_by, assessment.threshold, assessment.supported) == (
+        "judge",
+        row.thresholds["acme/handbook"],
+        assessment.probability >= row.thresholds["acme/handbook"],
+    )
+    scores = passages_judge(outcome.judge, query="How long does a login session last?", chunks=[chunks[10]])
+    assert scores == {chunks[10].pk: outcome.judge_scores[chunks[10].pk]}  # the cached passage scores alike
+    assert judge_state().status == "ok"
+    assert judge_state().detail.startswith(f"relevance judge #{row.pk} in use (fitted ")
+    assert judge_state().detail.endswith(" UTC on 80 pairs, held-out accuracy 1.000)")

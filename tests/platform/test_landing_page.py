@@ -34,6 +34,7 @@ def test_landing_page_links_the_docs_admin_and_health_and_shows_the_health_now(c
         ("broker", "ok"),
         ("embeddings", "disabled"),
         ("llm", "disabled"),
+        ("judge", "disabled"),
     ]
     assertContains(
         response,

@@ -1,11 +1,13 @@
 """`manage.py judge_fit`: fit the relevance judge on the indexed documentation.
 
 Pairs are mined from the chunks of the enabled repositories (`groundtruth/judge/pair_mining.py`;
-no question with a known answer is used), a cross-encoder is trained from the packaged MiniLM
-weights, scored on the held-out mined queries, and its per-repository refusal thresholds are
-calibrated on them. The new judge is stored (a RelevanceJudge row and its artifact under
-JUDGE_DIR) and used by search and /ask from then on. Prints the pairs, the time, the peak
-resident memory and the held-out accuracy.
+no question with a known answer is used) and read through the embedding model's ONNX graph; the
+late-interaction judge (`groundtruth/judge/late_interaction.py`) is scored on the held-out mined
+queries in MiniLM's own token space and with a projection learned on the others, the better one
+is kept, and its per-repository refusal thresholds are calibrated on those held-out queries. The
+new judge is stored (a RelevanceJudge row and its artifact under JUDGE_DIR) and used by search
+and /ask from then on. Prints the pairs, the time, the peak resident memory and the held-out
+accuracy. A corpus too small to fit on leaves the previous judge in use (exit status 1, and why).
 """
 
 from __future__ import annotations
@@ -16,43 +18,36 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.judge.fitting import JudgeFitOptions, judge_fit
-from groundtruth.judge.training import JudgeHyperparameters
 
 
 class Command(BaseCommand):
     help = "Fit the relevance judge on pairs mined from the indexed documentation; print what it cost and scored."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        defaults = JudgeHyperparameters()
+        defaults = JudgeFitOptions()
         parser.add_argument("--repo", action="append", dest="repositories", help="only this repository (repeatable)")
-        parser.add_argument("--queries-per-repository", type=int, default=JudgeFitOptions().queries_per_repository)
-        parser.add_argument("--negatives", type=int, default=JudgeFitOptions().negatives)
-        parser.add_argument("--refusal-share", type=float, default=JudgeFitOptions().refusal_share)
-        parser.add_argument("--layers", type=int, default=defaults.layers)
-        parser.add_argument("--max-length", type=int, default=defaults.max_length)
+        parser.add_argument("--queries-per-repository", type=int, default=defaults.queries_per_repository)
+        parser.add_argument("--negatives", type=int, default=defaults.negatives)
+        parser.add_argument("--refusal-share", type=float, default=defaults.refusal_share)
+        parser.add_argument("--passage-tokens", type=int, default=defaults.passage_tokens)
         parser.add_argument("--epochs", type=int, default=defaults.epochs)
         parser.add_argument("--seed", type=int, default=defaults.seed)
-        parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
-        parser.add_argument("--head-learning-rate", type=float, default=defaults.head_learning_rate)
 
     def handle(self, *args: Any, **options: Any) -> None:
         fit_options = JudgeFitOptions(
-            hyperparameters=JudgeHyperparameters(
-                layers=options["layers"],
-                max_length=options["max_length"],
-                epochs=options["epochs"],
-                seed=options["seed"],
-                learning_rate=options["learning_rate"],
-                head_learning_rate=options["head_learning_rate"],
-            ),
             queries_per_repository=options["queries_per_repository"],
             negatives=options["negatives"],
             refusal_share=options["refusal_share"],
+            passage_tokens=options["passage_tokens"],
+            epochs=options["epochs"],
+            seed=options["seed"],
         )
         try:
             judge = judge_fit(repository_names=options["repositories"], options=fit_options)
         except InvalidInput as exc:
             raise CommandError(exc.detail) from exc
+        thresholds = list(judge.thresholds.values())
+        spread = f" (spread {max(thresholds) - min(thresholds):.4f})" if thresholds else ""
         self.stdout.write(
             f"judge #{judge.pk}: {judge.query_count} mined queries, {judge.pair_count} pairs, "
             f"{len(judge.repositories)} repositories ({judge.chunk_count} chunks, "
@@ -62,5 +57,6 @@ class Command(BaseCommand):
             f"queries), pairwise {judge.held_out_pairwise_accuracy:.3f}\n"
             f"refusal thresholds: pooled {judge.default_threshold:g}; "
             + ", ".join(f"{name} {value:g}" for name, value in judge.thresholds.items())
+            + spread
             + f"\nartifact: {judge.artifact}"
         )
