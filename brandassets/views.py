@@ -1,4 +1,4 @@
-"""The /assets endpoints: brand asset records, and their bytes proxied from git.
+"""The /assets endpoints: brand asset records, and their bytes (stored in the database by the sync).
 
 Private like every ground-truth endpoint but /health: a service key with scope `read`, or a
 signed-in staff session (which is how the admin's previews load their images).
@@ -39,7 +39,7 @@ from brandassets.serializers import (
 _PROBLEM_DESCRIPTIONS = {
     400: "Invalid query parameter or asset index (the allowed values are named).",
     404: "Unknown product, kind or asset index, or an asset whose file is missing at its ref.",
-    503: "The asset's repository cannot be read right now.",
+    503: "The asset's bytes are not stored yet (the next sync of the registry stores them).",
 }
 
 
@@ -149,7 +149,7 @@ def _etag_matches(if_none_match: str, blob_sha: str) -> bool:
 
 
 class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
-    """The raw bytes of one asset, read from git at its registered ref (works for private repos)."""
+    """The raw bytes of one asset at its registered ref, as the sync stored them (private repos too)."""
 
     authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     permission_classes = [HasServiceReadScope]
@@ -159,7 +159,7 @@ class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         operation_id="assets_content",
         summary="Raw content of one asset",
         description=(
-            "The asset's bytes from git at its registered ref, with Content-Type from the registry's format "
+            "The asset's bytes at its registered ref (stored by the registry's sync), with Content-Type from the registry's format "
             "or the file name, Content-Length, an ETag (the git blob SHA; If-None-Match gives 304) and "
             "Cache-Control. SVG comes with `Content-Security-Policy: sandbox`; every response with "
             "`X-Content-Type-Options: nosniff`. assetIndex must be a non-negative integer written in digits "
