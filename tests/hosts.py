@@ -106,7 +106,9 @@ def _ip(*arguments: str) -> None:
 
 
 def _namespaces_unavailable(probe: str) -> str:
-    """Why network namespaces cannot be made here ('' when they can); makes and deletes `probe`."""
+    """Why the network cannot be made of namespaces here ('' when it can): tries, in a namespace
+    `probe` deleted again, what the network needs (a bridge and a veth pair; a container may allow
+    namespaces without the kernel's bridge module)."""
     if os.environ.get("TEST_HOSTS_NETWORK") == "loopback":
         return "TEST_HOSTS_NETWORK=loopback"
     if os.geteuid() != 0:
@@ -117,7 +119,13 @@ def _namespaces_unavailable(probe: str) -> str:
         return "iproute2 (the ip command) is not installed"
     except RuntimeError as exc:
         return str(exc)
-    _ip("netns", "del", probe)
+    try:
+        _ip("-n", probe, "link", "add", "probe", "type", "bridge")
+        _ip("-n", probe, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1")
+    except RuntimeError as exc:
+        return str(exc)
+    finally:
+        _ip("netns", "del", probe)
     return ""
 
 

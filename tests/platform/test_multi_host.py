@@ -380,11 +380,12 @@ def test_a_web_only_host_serves_everything_from_the_shared_database_and_redis(de
 
     public_limit_counted_across_both_web_hosts(deployment)
     web_only_answers(deployment, operator, commit)
-    revoked_on_one_host_refused_on_the_other(deployment, operator)
-
-    # The web-only host kept nothing of its own: no git cache, no file at all.
+    # What it answered came from no disk of its own: no git cache, no file at all.
     assert sorted(deployment.var_dirs["web-only"].iterdir()) == []
+    # The web host read the registry to accept the ingest request; that clone is all it has.
     assert sorted(path.name for path in deployment.var_dirs["web"].iterdir()) == ["git-cache"]
+    ingest_refused_without_the_registry(deployment, operator)
+    revoked_on_one_host_refused_on_the_other(deployment, operator)
 
 
 def two_workers_given_one_run(deployment: Deployment, key: str) -> dict[str, Any]:
@@ -498,6 +499,17 @@ def web_only_answers(deployment: Deployment, key: str, commit: str) -> None:
     )
     logo = httpx.get(f"{base}/assets/acme-app/logo/0/content", headers=bearer(key), timeout=30)
     assert (logo.status_code, logo.content) == (200, LIGHT_LOGO)
+
+
+def ingest_refused_without_the_registry(deployment: Deployment, key: str) -> None:
+    """An ingest request re-reads sources.yml from the registry repository in the request: a web
+    host that cannot reach it (no route, or the git host gone) refuses it with a 503 and queues
+    nothing (docs/deployment.md)."""
+    before = httpx.get(f"{deployment.web_only}/ingest/runs", headers=bearer(key), timeout=30).json()
+    refused = httpx.post(f"{deployment.web_only}/ingest/repo", json={}, headers=bearer(key), timeout=60)
+    assert (refused.status_code, refused.json()["code"]) == (503, "unavailable"), refused.text
+    assert refused.json()["detail"].startswith("The registry repository cannot be reached: ")
+    assert httpx.get(f"{deployment.web_only}/ingest/runs", headers=bearer(key), timeout=30).json() == before
 
 
 def public_limit_counted_across_both_web_hosts(deployment: Deployment) -> None:
