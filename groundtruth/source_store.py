@@ -109,6 +109,29 @@ def source_blobs_collect() -> int | None:
         return cursor.rowcount
 
 
+@dataclass(frozen=True)
+class StoreSummary:
+    blobs: int  # rows of the store
+    text_bytes: int  # the files' bytes they hold
+    files_without_text: int  # indexed files (SourceFile rows) whose blob the store lacks
+
+
+def source_store_summary() -> StoreSummary:
+    """What the store holds, and how many indexed files it lacks (an index built before the
+    store, until its next ingest)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT (SELECT count(*) FROM groundtruth_source_blob),
+                   (SELECT coalesce(sum(size), 0) FROM groundtruth_source_blob),
+                   (SELECT count(*) FROM groundtruth_sourcefile AS file
+                    WHERE NOT EXISTS (SELECT 1 FROM groundtruth_source_blob AS blob WHERE blob.sha = file.blob_sha))
+            """
+        )
+        blobs, text_bytes, files_without_text = cursor.fetchone()
+    return StoreSummary(blobs=blobs, text_bytes=int(text_bytes), files_without_text=files_without_text)
+
+
 def source_blob_text(*, sha: str) -> str | None:
     """The stored text of a blob, or None when the store does not hold it."""
     return SourceBlob.objects.filter(sha=sha).values_list("text", flat=True).first()
