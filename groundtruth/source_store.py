@@ -33,7 +33,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from groundtruth.models import SourceBlob
@@ -62,7 +62,9 @@ def source_store_writing() -> Iterator[None]:
     try:
         yield
     finally:
-        with connection.cursor() as cursor:
+        # A connection that broke mid-ingest took the lock with it: the ingest's own error is
+        # the one to raise, not this one.
+        with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock_shared(hashtext(%s), %s)", [_LOCK_NAMESPACE, _LOCK_KEY])
 
 
