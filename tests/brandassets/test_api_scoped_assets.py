@@ -30,8 +30,15 @@ SCOPED_REGISTRY = (
 )
 
 
-def _key(**scope: list[str]) -> dict[str, str]:
-    return bearer(api_key_create(kind=ApiKeyKind.SERVICE, name="scoped", scopes=["read"], **scope)[1])
+def _key(*, scope_repositories: tuple[str, ...] = (), scope_owners: tuple[str, ...] = ()) -> dict[str, str]:
+    _, secret = api_key_create(
+        kind=ApiKeyKind.SERVICE,
+        name="scoped",
+        scopes=["read"],
+        scope_repositories=list(scope_repositories),
+        scope_owners=list(scope_owners),
+    )
+    return bearer(secret)
 
 
 @pytest.fixture
@@ -44,11 +51,11 @@ def keys(brand_repos: BrandFixture) -> dict[str, dict[str, str]]:
     assert (report.status, report.served) == ("synced", 10), report.lines()
     return {
         # The brand team's key: every repository whose registry owners list brand-team.
-        "owner": _key(scope_owners=["brand-team"]),
+        "owner": _key(scope_owners=("brand-team",)),
         # A teammate's key: the same GitHub owner (acme), another repository.
-        "teammate": _key(scope_repositories=["acme/press"]),
+        "teammate": _key(scope_repositories=("acme/press",)),
         # An outsider's key: another team's repositories only.
-        "outsider": _key(scope_owners=["platform"]),
+        "outsider": _key(scope_owners=("platform",)),
         "unscoped": _key(),
     }
 

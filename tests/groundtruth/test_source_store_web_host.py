@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mcp_types import ImageContent
 
 from brandassets.services import asset_registry_sync
 from groundtruth.ingest.foreground import ingest_foreground
@@ -91,6 +92,8 @@ def test_a_web_host_without_git_cache_or_var_dir_answers_every_source_and_asset(
     assert read.is_error is False
     assert read.structured_content["lines"] == ["# Handbook"]
     assert badge.is_error is False
-    assert base64.b64decode(badge.content[1].data) == GOOGLE_PLAY_BADGE
+    image = badge.content[1]
+    assert isinstance(image, ImageContent)
+    assert base64.b64decode(image.data) == GOOGLE_PLAY_BADGE
     # The web host never ran git: nothing was cloned or fetched into its cache.
     assert not empty_cache.exists()

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, ImageContent
 
 from agentplatform.demo.brand_assets import png_bytes
 from agents.models import ApiKey, ApiKeyKind
@@ -707,7 +707,9 @@ def test_brand_asset_tools_see_only_the_assets_of_the_keys_repositories(mcp, ind
     assert found["owner"] == {"assets": owner_rest} and len(owner_rest) == 8
     assert found["teammate"] == found["outsider"] == {"assets": []}
     assert fetched["owner"].is_error is False
-    assert base64.b64decode(fetched["owner"].content[1].data) == GOOGLE_PLAY_BADGE
+    image = fetched["owner"].content[1]
+    assert isinstance(image, ImageContent)
+    assert base64.b64decode(image.data) == GOOGLE_PLAY_BADGE
     for who in ("teammate", "outsider"):
         assert fetched[who].is_error is True
         assert text_of(fetched[who]) == text_of(absent[who])
