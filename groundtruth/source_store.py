@@ -33,7 +33,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from groundtruth.models import SourceBlob
@@ -62,7 +62,9 @@ def source_store_writing() -> Iterator[None]:
     try:
         yield
     finally:
-        with connection.cursor() as cursor:
+        # A connection that broke mid-ingest took the lock with it: the ingest's own error is
+        # the one to raise, not this one.
+        with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock_shared(hashtext(%s), %s)", [_LOCK_NAMESPACE, _LOCK_KEY])
 
 
@@ -107,6 +109,29 @@ def source_blobs_collect() -> int | None:
             """
         )
         return cursor.rowcount
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    blobs: int  # rows of the store
+    text_bytes: int  # the files' bytes they hold
+    files_without_text: int  # indexed files (SourceFile rows) whose blob the store lacks
+
+
+def source_store_summary() -> StoreSummary:
+    """What the store holds, and how many indexed files it lacks (an index built before the
+    store, until its next ingest)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT (SELECT count(*) FROM groundtruth_source_blob),
+                   (SELECT coalesce(sum(size), 0) FROM groundtruth_source_blob),
+                   (SELECT count(*) FROM groundtruth_sourcefile AS file
+                    WHERE NOT EXISTS (SELECT 1 FROM groundtruth_source_blob AS blob WHERE blob.sha = file.blob_sha))
+            """
+        )
+        blobs, text_bytes, files_without_text = cursor.fetchone()
+    return StoreSummary(blobs=blobs, text_bytes=int(text_bytes), files_without_text=files_without_text)
 
 
 def source_blob_text(*, sha: str) -> str | None:

@@ -5,9 +5,11 @@ for, and which blobs the collection removes, by exact SHAs and counts."""
 from __future__ import annotations
 
 import hashlib
+import io
 import shutil
 
 import pytest
+from django.core.management import call_command
 
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.models import Chunk, IngestStatus, Repository, SourceBlob
@@ -192,3 +194,20 @@ def test_every_citation_answers_with_the_git_cache_and_upstream_gone(
         assert source.json()["commit"] == commit
         assert source.json()["lines"] == chunks[result["chunk_id"]].split("\n")
     assert not (tmp_path / "empty-cache").exists()  # nothing was fetched or cloned
+
+
+def test_the_command_shows_the_store_and_collects_what_nothing_cites(two_repositories):
+    _ingested("acme/handbook")
+    _ingested("acme/mirror")
+    Repository.objects.filter(name="acme/mirror").delete()
+    SourceBlob.objects.filter(sha=blob_sha(HANDBOOK_GUIDE)).delete()
+    output = io.StringIO()
+
+    call_command("source_store", "--collect", stdout=output)
+
+    kept = [README, HANDBOOK_INDEX, HANDBOOK_SETTINGS]
+    assert output.getvalue() == (
+        "Collected 1 blobs no indexed file cites.\n"
+        f"3 blobs, {sum(len(text.encode()) for text in kept)} bytes of text; "
+        "1 indexed files without their text (stored by their next ingest).\n"
+    )
