@@ -19,7 +19,10 @@ What it does, in one run:
 6. re-ingest after 1% of the files changed one section each: chunks embedded (target: only
    those sections) and time;
 7. peak RSS of a first ingest of a corpus a quarter the size, to show memory does not grow
-   with the corpus.
+   with the corpus;
+8. what the first ingest left in the database per MB of indexed files: the source store
+   (groundtruth_source_blob, TOAST and index included) beside the chunk table (text, vectors
+   and their indexes).
 Prints a table and writes the figures as JSON (--json).
 """
 
@@ -135,7 +138,26 @@ def child_ingest(repo: str) -> dict[str, object]:
         "chunks_embedded": run.chunks_embedded,
         "files_updated": run.files_updated,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **database_sizes(),
     }
+
+
+def database_sizes() -> dict[str, float]:
+    """MB on disk (with indexes and TOAST) of the source store and of the chunks, and MB of the
+    indexed files' bytes (every repository of the scratch database)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT (SELECT coalesce(sum(size), 0) FROM groundtruth_sourcefile),
+                   pg_total_relation_size('groundtruth_source_blob'),
+                   pg_total_relation_size('groundtruth_chunk')
+            """
+        )
+        indexed, store, chunks = cursor.fetchone()
+    megabyte = 1024 * 1024
+    return {"indexed_mb": indexed / megabyte, "source_store_mb": store / megabyte, "chunk_table_mb": chunks / megabyte}
 
 
 def child_raw_embed(repo: str) -> dict[str, object]:
@@ -161,6 +183,8 @@ def child_raw_embed(repo: str) -> dict[str, object]:
     titles = sorted({title for _, heading, _ in rows if (title := heading_text(heading))})
     texts = passages + titles
     backend = embedding_backend()
+    if not backend.enabled:  # EMBEDDING_BACKEND=none: what the ingest costs without the model
+        return {"chunks": 0, "texts": 0, "titles": 0, "seconds": 0.0}
     backend.embed(texts[:8])  # load the model outside the measurement, as a worker has it loaded
     started = time.perf_counter()
     step = settings.INGEST_FILE_BATCH_SIZE * 10
@@ -258,7 +282,7 @@ def main() -> None:
         small_first = run_child("ingest", "bench/corpus-small", env)
 
         ingest_rate = first["chunks_added"] / first["seconds"]
-        raw_rate = raw["chunks"] / raw["seconds"]
+        raw_rate = raw["chunks"] / raw["seconds"] if raw["seconds"] else 0.0
         figures = {
             "files": args.files,
             "chunks": first["chunks_added"],
@@ -268,7 +292,7 @@ def main() -> None:
             "raw_embedding_texts_passages_and_titles": raw["texts"],
             "raw_embedding_seconds": round(raw["seconds"], 1),
             "raw_embedding_chunks_per_second": round(raw_rate, 1),
-            "ingest_vs_raw_embedding": round(ingest_rate / raw_rate, 3),
+            "ingest_vs_raw_embedding": round(ingest_rate / raw_rate, 3) if raw_rate else None,
             "first_ingest_phase_seconds": first["run_timings"],
             "noop_reingest_seconds": round(unchanged["seconds"], 2),
             "noop_reingest_chunks_embedded": unchanged["chunks_embedded"],
@@ -277,6 +301,10 @@ def main() -> None:
             "changed_reingest_seconds": round(changed["seconds"], 2),
             "changed_reingest_files_updated": changed["files_updated"],
             "changed_reingest_chunks_embedded": changed["chunks_embedded"],
+            "indexed_files_mb": round(first["indexed_mb"], 2),
+            "source_store_mb": round(first["source_store_mb"], 2),
+            "source_store_mb_per_indexed_mb": round(first["source_store_mb"] / first["indexed_mb"], 3),
+            "chunk_table_mb_per_indexed_mb": round(first["chunk_table_mb"] / first["indexed_mb"], 3),
             "worker_peak_rss_mb": round(first["peak_rss_mb"]),
             "worker_peak_rss_mb_quarter_corpus": round(small_first["peak_rss_mb"]),
             "quarter_corpus_chunks": small_first["chunks_added"],

@@ -1,5 +1,6 @@
-"""Speed of reading exact source lines (GET /sources/<repo>/<path>, `read_source_lines`) from the
-git cache: 20-line ranges of a 1 MB file.
+"""Speed of reading exact source lines (GET /sources/<repo>/<path>, `read_source_lines`): 20-line
+ranges of a 1 MB file, from the source store (PostgreSQL, what the service reads since the store)
+beside the git cache (what it read before), in one run.
 
     python benchmarks/sources.py [--rounds 300] [--lines 20] [--file-bytes 1000000]
 
@@ -7,11 +8,15 @@ Builds a git repository in a scratch directory with one Markdown file of about -
 bytes (sections of 80-character lines), registers it, ingests it (no embeddings: the ingest only
 has to record the commit and its chunks) into a database of its own (gt_bench_sources), then
 reads --rounds ranges of --lines lines at random positions, measured back to back:
-- `git cat-file blob <commit>:<path>` alone (one process reading the whole file: the floor),
-- `read_source_lines(...)` (the registry row, the commit check, git, decoding and splitting),
+- `git cat-file blob <commit>:<path>` alone (one process reading the whole file),
+- the lines read as the service read them before the source store: `read_file_at` from the git
+  cache (symlinks followed), decoded and split,
+- the same lines from the source store: one SELECT of the blob's text, split,
+- `read_source_lines(...)` (the registry row, the commit check, the store, splitting),
 - GET /sources/... through the whole Django stack (authentication, rate limits, JSON),
 - the same with `Accept: text/plain`.
-Printed: p50 and p95 of each, in milliseconds.
+Printed: p50 and p95 of each, in milliseconds, the store's p50 over the git read's, and the
+store's size on disk for the file.
 """
 
 from __future__ import annotations
@@ -113,14 +118,19 @@ def main() -> None:
 
 
 def measure(args: argparse.Namespace, source: Path) -> None:
+    from django.conf import settings
+    from django.db import connection
     from django.test import Client
 
     from agents.models import ApiKeyKind
     from agents.services import api_key_create
+    from groundtruth.ingest.chunking import file_line_count, file_lines_range
     from groundtruth.ingest.foreground import ingest_foreground
     from groundtruth.ingest.git_access import GitRepository
-    from groundtruth.models import IngestStatus
+    from groundtruth.ingest.selection import text_decoded
+    from groundtruth.models import IngestStatus, SourceFile
     from groundtruth.source_lines import read_source_lines
+    from groundtruth.source_store import source_blob_text
 
     [run] = ingest_foreground(repository_name=REPOSITORY_NAME, ref=None)
     if run.status != IngestStatus.SUCCEEDED:
@@ -133,7 +143,16 @@ def measure(args: argparse.Namespace, source: Path) -> None:
     client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
     url = f"/sources/{REPOSITORY_NAME}/{FILE_PATH}"
     rng = random.Random(7)
-    labels = ("git cat-file alone", "read_source_lines()", "GET /sources (JSON)", "GET /sources (text/plain)")
+    labels = (
+        "git cat-file alone",
+        "git cache lines (before)",
+        "source store lines (after)",
+        "read_source_lines()",
+        "GET /sources (JSON)",
+        "GET /sources (text/plain)",
+    )
+    blob_sha = SourceFile.objects.get(path=FILE_PATH).blob_sha
+    repository = GitRepository(str(source))
     timings: dict[str, list[float]] = {label: [] for label in labels}
 
     def get(params: dict[str, Any], **headers: Any) -> None:
@@ -148,6 +167,19 @@ def measure(args: argparse.Namespace, source: Path) -> None:
             capture_output=True,
         )
 
+    def git_lines(start: int, end: int) -> None:
+        data = repository.read_file_at(commit, FILE_PATH, max_bytes=settings.INGEST_MAX_FILE_BYTES)
+        text = text_decoded(data)
+        assert text is not None
+        file_line_count(text)
+        file_lines_range(text, start=start, end=end)
+
+    def store_lines(start: int, end: int) -> None:
+        text = source_blob_text(sha=blob_sha)
+        assert text is not None
+        file_line_count(text)
+        file_lines_range(text, start=start, end=end)
+
     def function(start: int, end: int) -> None:
         read_source_lines(repository_name=REPOSITORY_NAME, path=FILE_PATH, commit=commit, start=start, end=end)
 
@@ -157,7 +189,7 @@ def measure(args: argparse.Namespace, source: Path) -> None:
     def endpoint_text(start: int, end: int) -> None:
         get({"commit": commit, "start": start, "end": end}, HTTP_ACCEPT="text/plain")
 
-    steps = dict(zip(labels, (cat_file, function, endpoint_json, endpoint_text), strict=True))
+    steps = dict(zip(labels, (cat_file, git_lines, store_lines, function, endpoint_json, endpoint_text), strict=True))
     # Each range is read by every step back to back, so that a change of load on the shared
     # machine during the run affects them alike; the first 5 rounds warm up and are not kept.
     for round_number in range(args.rounds + 5):
@@ -175,6 +207,13 @@ def measure(args: argparse.Namespace, source: Path) -> None:
             f"{label:<30}{percentile(values, 0.5) * 1000:>10.2f}{percentile(values, 0.95) * 1000:>10.2f}"
             f"{statistics.fmean(values) * 1000:>10.2f}"
         )
+    store, git_cache = timings["source store lines (after)"], timings["git cache lines (before)"]
+    ratio = percentile(store, 0.5) / percentile(git_cache, 0.5)
+    print(f"source store p50 / git cache p50: {ratio:.2f}")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_total_relation_size('groundtruth_source_blob')")
+        stored = cursor.fetchone()[0]
+    print(f"source store on disk: {stored} bytes for a {size}-byte file ({stored / size:.3f} bytes per byte)")
 
 
 if __name__ == "__main__":

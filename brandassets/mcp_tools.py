@@ -15,18 +15,29 @@ import json
 from typing import Annotated, Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from mcp_types import ContentBlock, ImageContent, ResourceLink, TextContent
 from pydantic import Field
 
-from agentplatform.plumbing.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool
+from agentplatform.plumbing.mcp_tool_calls import WebTierRequest, arguments_validated, django_tool, tool_caller
 from brandassets import selectors, services
 from brandassets.registry import content_type_for
 from brandassets.serializers import AssetQuerySerializer, BrandAssetSerializer
+from groundtruth.models import Repository
+from groundtruth.selectors import repository_visible_queryset
 
 # What MCP clients show as images; SVG is a document (it could carry script), so it is linked.
 IMAGE_CONTENT_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 Name = Annotated[str, Field(description="Lower-case letters, digits, '-' and '_'.", max_length=64)]
+
+
+def _visible() -> QuerySet[Repository] | None:
+    """The repositories whose assets the calling key sees: None (all) for an unscoped key."""
+    caller = tool_caller()
+    if getattr(caller, "repository_scope", None) is None:
+        return None
+    return repository_visible_queryset(viewer=caller)
 
 
 @django_tool
@@ -42,7 +53,7 @@ def find_brand_assets(
     kind, assetIndex, repo, path, ref, format, theme, size in pixels, description, and
     contentUrl. Get an asset's content with fetch_brand_asset(product, kind, assetIndex)."""
     query = {name: value for name, value in {"product": product, "kind": kind, "q": q}.items() if value is not None}
-    assets = selectors.asset_list(**arguments_validated(AssetQuerySerializer, query))
+    assets = selectors.asset_list(**arguments_validated(AssetQuerySerializer, query), visible=_visible())
     return {"assets": BrandAssetSerializer(assets, many=True, context={"request": WebTierRequest()}).data}
 
 
@@ -55,7 +66,7 @@ def fetch_brand_asset(
     """The content of one brand asset: its record as JSON text, then the image itself for a PNG,
     JPEG, GIF or WebP image up to MCP_IMAGE_MAX_BYTES, or else a link to its contentUrl (fetch it
     with the same service key as a Bearer token)."""
-    asset = selectors.asset_get_for_content(product=product, kind=kind, asset_index=asset_index)
+    asset = selectors.asset_get_for_content(product=product, kind=kind, asset_index=asset_index, visible=_visible())
     record = BrandAssetSerializer(asset, context={"request": WebTierRequest()}).data
     content_type = content_type_for(format=asset.format, path=asset.path)
     description: list[ContentBlock] = [TextContent(text=json.dumps(record))]

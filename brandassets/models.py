@@ -65,3 +65,21 @@ class BrandAsset(models.Model):
 
     def __str__(self) -> str:
         return f"{self.product}/{self.kind}/{self.asset_index} ({self.path})"
+
+
+class AssetBlob(models.Model):
+    """The bytes of a registered asset, once per git blob SHA, stored by the sync that resolved it
+    (brandassets/services.py) so that the content endpoint reads them from the database on any web
+    host, without git, its token or network egress. A row lives while a BrandAsset names its SHA;
+    the sync deletes the others."""
+
+    sha = models.CharField(max_length=64, primary_key=True)
+    content = models.BinaryField()
+    size = models.PositiveBigIntegerField(help_text="bytes")
+    stored_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "brandassets_asset_blob"
+
+    def __str__(self) -> str:
+        return f"asset blob {self.sha[:12]} ({self.size} bytes)"

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from agentplatform.plumbing.errors import ServiceUnavailable
 from brandassets.content_cache import asset_record_cache, blob_contents
-from brandassets.models import AssetRegistry, BrandAsset
+from brandassets.models import AssetBlob, AssetRegistry, BrandAsset
 from brandassets.registry import AssetEntry, RepoSource, registry_parse
 from groundtruth.ingest.git_access import (
     MODE_EXECUTABLE,
@@ -109,7 +109,7 @@ def asset_registry_sync() -> SyncReport:
     is stored as missing with the reason, reported, and never served. An unreadable or invalid
     file changes no asset and keeps the last good registry; its errors are in the report and in
     the registry row the admin shows. When a brand repo cannot be fetched (network down, token
-    refused), its assets keep their last good resolution, still readable from the local git cache,
+    refused), its assets keep their last good resolution, whose bytes the database still holds,
     with a warning in the report rather than going dark; assets never resolved before are missing.
     """
     location = registry_location(settings.BRAND_ASSETS_PATH)
@@ -138,6 +138,7 @@ def asset_registry_sync() -> SyncReport:
     now = timezone.now()
     rows = [_asset_row(entry, states[entry.repo], previous, report, now) for entry in registry.entries]
     report.served = sum(1 for row in rows if not row.missing)
+    blobs = _asset_blobs_read(rows, states, report)
 
     with transaction.atomic():
         # Syncs (an ingest and an admin click) take turns here, so the stale rows removed
@@ -153,6 +154,10 @@ def asset_registry_sync() -> SyncReport:
         listed = {(row.product, row.kind, row.asset_index) for row in rows}
         stored = BrandAsset.objects.values_list("pk", "product", "kind", "asset_index")
         BrandAsset.objects.filter(pk__in=[pk for pk, *key in stored if tuple(key) not in listed]).delete()
+        # The bytes go in with the rows that name them, and those no asset names any more go: only
+        # syncs write either, and they take turns on the registry row above.
+        AssetBlob.objects.bulk_create(blobs, ignore_conflicts=True)
+        AssetBlob.objects.exclude(sha__in=BrandAsset.objects.filter(missing=False).values("blob_sha")).delete()
         registry_row.commit = registry_file.commit
         registry_row.content = registry_file.content.decode("utf-8", errors="replace")
         registry_row.loaded_at = now
@@ -272,30 +277,46 @@ def _asset_row(
     return row
 
 
+def _asset_blobs_read(rows: list[BrandAsset], states: dict[str, _RepoState], report: SyncReport) -> list[AssetBlob]:
+    """The bytes of the served assets' blobs the database does not hold yet, read from the git
+    cache the sync just fetched into. A blob that cannot be read is a warning: its asset stays
+    listed, and its content answers 503 until a sync stores it."""
+    wanted = {row.blob_sha: row for row in rows if not row.missing and row.blob_sha}
+    stored = set(AssetBlob.objects.filter(sha__in=list(wanted)).values_list("sha", flat=True))
+    now = timezone.now()
+    blobs: list[AssetBlob] = []
+    for sha in sorted(set(wanted) - stored):
+        row = wanted[sha]
+        try:
+            data = states[row.repo].repository.read_blob(sha)
+        except GitError as exc:
+            report.warnings.append(
+                f"{row.product}/{row.kind}[{row.asset_index}]: the bytes of {row.repo}:{row.path} could not be read "
+                f"({exc}); its content answers 503 until a sync stores them"
+            )
+            continue
+        blobs.append(AssetBlob(sha=sha, content=data, size=len(data), stored_at=now))
+    return blobs
+
+
 def asset_content_fetch(*, asset: BrandAsset) -> bytes:
-    """The bytes of a served asset, from the in-process cache or from git by blob SHA.
+    """The bytes of a served asset, from the in-process cache or from the database (AssetBlob,
+    stored by the sync). Never from git: a web host needs no git cache, token or egress.
 
     Only the stored blob SHA of the registered (repo, path, ref) is ever read, so nothing in a
-    request URL can reach another file or another repository. When the blob is not in the local
-    git cache (a fresh machine, a wiped cache) the repo is fetched once, with the token for
-    private repos, and read again.
+    request URL can reach another file or another repository.
     """
     data = blob_contents.get(asset.blob_sha)
     if data is not None:
         return data
-    repository = GitRepository(asset.repo_url)
-    try:
-        data = repository.read_blob(asset.blob_sha)
-    except GitError:
-        try:
-            repository.fetch()
-            data = repository.read_blob(asset.blob_sha)
-        except GitError as exc:
-            logger.warning("Brand asset %s could not be read from git: %s", asset, exc)
-            raise ServiceUnavailable(
-                f"The content of {asset.product}/{asset.kind}/{asset.asset_index} cannot be read from its "
-                "repository right now; try again later.",
-                code="asset_unavailable",
-            ) from exc
+    stored = AssetBlob.objects.filter(sha=asset.blob_sha).values_list("content", flat=True).first()
+    if stored is None:
+        logger.warning("Brand asset %s has no stored bytes (blob %s)", asset, asset.blob_sha)
+        raise ServiceUnavailable(
+            f"The content of {asset.product}/{asset.kind}/{asset.asset_index} is not stored yet; the next sync of "
+            "the brand asset registry stores it.",
+            code="asset_unavailable",
+        )
+    data = bytes(stored)
     blob_contents.put(asset.blob_sha, data)
     return data

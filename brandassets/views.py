@@ -1,4 +1,4 @@
-"""The /assets endpoints: brand asset records, and their bytes proxied from git.
+"""The /assets endpoints: brand asset records, and their bytes (stored in the database by the sync).
 
 Private like every ground-truth endpoint but /health: a service key with scope `read`, or a
 signed-in staff session (which is how the admin's previews load their images).
@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
@@ -35,11 +36,13 @@ from brandassets.serializers import (
     AssetQuerySerializer,
     BrandAssetSerializer,
 )
+from groundtruth.models import Repository
+from groundtruth.selectors import repository_visible_queryset
 
 _PROBLEM_DESCRIPTIONS = {
     400: "Invalid query parameter or asset index (the allowed values are named).",
     404: "Unknown product, kind or asset index, or an asset whose file is missing at its ref.",
-    503: "The asset's repository cannot be read right now.",
+    503: "The asset's bytes are not stored yet (the next sync of the registry stores them).",
 }
 
 
@@ -62,6 +65,13 @@ def _named_segment(value: str, what: str) -> str:
     return value
 
 
+def _visible(request: Request) -> QuerySet[Repository] | None:
+    """The repositories whose assets the caller sees: None (all) for an unscoped key or staff."""
+    if getattr(request.user, "repository_scope", None) is None:
+        return None
+    return repository_visible_queryset(viewer=request.user)
+
+
 class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
     """Brand asset records resolved from brand-assets.yml."""
 
@@ -82,7 +92,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         auth=SERVICE_OPENAPI_SECURITY,
     )
     def list(self, request: Request) -> Response:
-        assets = selectors.asset_list(**query_validated(AssetQuerySerializer, request))
+        assets = selectors.asset_list(**query_validated(AssetQuerySerializer, request), visible=_visible(request))
         return Response(BrandAssetSerializer(assets, many=True, context={"request": request}).data)
 
     @extend_schema(
@@ -92,7 +102,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         auth=SERVICE_OPENAPI_SECURITY,
     )
     def products(self, request: Request) -> Response:
-        return Response(AssetProductSerializer(selectors.asset_products(), many=True).data)
+        return Response(AssetProductSerializer(selectors.asset_products(visible=_visible(request)), many=True).data)
 
     @extend_schema(
         operation_id="assets_kinds",
@@ -102,7 +112,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         auth=SERVICE_OPENAPI_SECURITY,
     )
     def kinds(self, request: Request) -> Response:
-        return Response(AssetKindSerializer(selectors.asset_kinds(), many=True).data)
+        return Response(AssetKindSerializer(selectors.asset_kinds(visible=_visible(request)), many=True).data)
 
     @extend_schema(
         operation_id="assets_of_product_kind",
@@ -113,7 +123,7 @@ class BrandAssetViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
     )
     def of_product_kind(self, request: Request, product: str, kind: str) -> Response:
         product, kind = _named_segment(product, "product"), _named_segment(kind, "kind")
-        assets = selectors.asset_list_for_product_kind(product=product, kind=kind)
+        assets = selectors.asset_list_for_product_kind(product=product, kind=kind, visible=_visible(request))
         return Response(BrandAssetSerializer(assets, many=True, context={"request": request}).data)
 
 
@@ -149,7 +159,7 @@ def _etag_matches(if_none_match: str, blob_sha: str) -> bool:
 
 
 class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
-    """The raw bytes of one asset, read from git at its registered ref (works for private repos)."""
+    """The raw bytes of one asset at its registered ref, as the sync stored them (private repos too)."""
 
     authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     permission_classes = [HasServiceReadScope]
@@ -159,8 +169,9 @@ class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         operation_id="assets_content",
         summary="Raw content of one asset",
         description=(
-            "The asset's bytes from git at its registered ref, with Content-Type from the registry's format "
-            "or the file name, Content-Length, an ETag (the git blob SHA; If-None-Match gives 304) and "
+            "The asset's bytes at its registered ref (stored by the registry's sync), with Content-Type from "
+            "the registry's format or the file name, Content-Length, an ETag (the git blob SHA; If-None-Match gives "
+            "304) and "
             "Cache-Control. SVG comes with `Content-Security-Policy: sandbox`; every response with "
             "`X-Content-Type-Options: nosniff`. assetIndex must be a non-negative integer written in digits "
             "(anything else, a sign included, is 400); an integer with no asset there is 404."
@@ -189,7 +200,9 @@ class BrandAssetContentViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
             raise InvalidInput.for_field("assetIndex", "must be a non-negative integer (0, 1, 2, ...)")
         # A number too long to be an index is simply not one: the selector answers 404 for it.
         index = int(asset_index) if len(asset_index) <= 12 else selectors.MAX_ASSET_INDEX + 1
-        asset = selectors.asset_get_for_content(product=product, kind=kind, asset_index=index)
+        asset = selectors.asset_get_for_content(
+            product=product, kind=kind, asset_index=index, visible=_visible(request)
+        )
         if _etag_matches(request.headers.get("If-None-Match", ""), asset.blob_sha):
             return AssetContentResponse(asset=asset, data=None)
         return AssetContentResponse(asset=asset, data=services.asset_content_fetch(asset=asset))

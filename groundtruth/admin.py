@@ -42,7 +42,7 @@ class _ReadOnlyAdmin(admin.ModelAdmin):
 
 
 # The phases of groundtruth/ingest/pipeline.py in the order it runs them (the keys of a run's timings).
-INGEST_PHASES = ("registry", "fetch", "select", "chunk_embed_write", "swap")
+INGEST_PHASES = ("registry", "fetch", "select", "store", "chunk_embed_write", "swap")
 
 
 def _changes_text(*, added: int, updated: int, removed: int) -> str:

@@ -120,9 +120,10 @@ def read_source(
         Field(description="Last line, inclusive; left out: to the file's end (SOURCE_LINES_MAX lines at most).", ge=1),
     ] = None,
 ) -> dict[str, Any]:
-    """The exact lines start..end of a file at a commit, read from the service's git cache (as
-    GET /sources/{repo}/{path}), not from the index: check what a citation of search_docs or ask
-    says (its repo, path, commit, line and end_line) against the file itself. Only repositories
+    """The exact lines start..end of a file at a commit, read from the service's source store (as
+    GET /sources/{repo}/{path}: the whole indexed file, not the index's chunks): check what a
+    citation of search_docs or ask says (its repo, path, commit, line and end_line) against the
+    file itself. Only repositories
     and commits the service has indexed."""
     query = {"commit": commit, "start": str(start), **({"end": str(end)} if end is not None else {})}
     data = arguments_validated(SourceLinesQuerySerializer, query)

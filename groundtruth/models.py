@@ -175,6 +175,25 @@ class SourceFile(models.Model):
         return self.path
 
 
+class SourceBlob(models.Model):
+    """The text of an indexed file, once per git blob SHA (content-addressed: one row serves every
+    commit, path and repository that holds those bytes). Written by the ingest before it writes the
+    files that cite it, read by GET /sources, every `source_url` and MCP `read_source`, so that a
+    web host needs no git cache. A row lives while some SourceFile of any repository names its SHA
+    (groundtruth/source_store.py collects the others)."""
+
+    sha = models.CharField(max_length=64, primary_key=True)
+    text = models.TextField(help_text="the file's bytes decoded as UTF-8 (the ingest stores text files only)")
+    size = models.PositiveIntegerField(help_text="bytes")
+    stored_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "groundtruth_source_blob"
+
+    def __str__(self) -> str:
+        return f"blob {self.sha[:12]} ({self.size} bytes)"
+
+
 class Chunk(models.Model):
     """A cited piece of a source file. `embedding` is the vector of the passage (repository label,
     heading trail and text) and `heading_embedding` the vector of its own section title (null

@@ -1,5 +1,7 @@
-"""Exact lines of an indexed repository's file at a commit, read from the git cache (not from the
-chunks): what GET /sources/<repo>/<path> answers and what every citation's `source_url` points at.
+"""Exact lines of an indexed repository's file at a commit, read from the source store (the whole
+file's text in PostgreSQL, groundtruth/source_store.py; not from the chunks, and never from git):
+what GET /sources/<repo>/<path> answers and what every citation's `source_url` points at, on any
+web host, whatever its git cache holds.
 
     lines = read_source_lines(repository_name="acme/handbook", path="docs/pool.md",
                               commit="3f2c9e1", start=10, end=29)
@@ -17,7 +19,9 @@ What may be read, and the problems otherwise (agentplatform/plumbing/errors.py):
   else 404. A symlink is followed inside the commit's tree, as the ingest follows it;
 - a commit an ingest has seen for this repository (a run's commit, or a commit its chunks cite),
   given in full or as an unambiguous prefix of at least COMMIT_PREFIX_MIN_LENGTH hex digits;
-  not hex or shorter: 400, unknown: 404, ambiguous: 400. The cache of this server must still hold it: 503 otherwise;
+  not hex or shorter: 400, unknown: 404, ambiguous: 400. The store must hold the file at that
+  commit (it does at the commit the file's citations name and at the last ingested commit):
+  503 `source_unavailable` otherwise, saying which;
 - a text file (not binary by the ingest's rule, at most INGEST_MAX_FILE_BYTES): 422 otherwise;
 - 1 <= start <= end, at most SOURCE_LINES_MAX lines: 400 otherwise; `end` left out means to
   the file's end or SOURCE_LINES_MAX lines, whichever comes first. A range past the file's end
@@ -37,16 +41,10 @@ from django.urls import NoReverseMatch, reverse
 
 from agentplatform.plumbing.errors import ApplicationError, InvalidInput, NotFound, ServiceUnavailable
 from groundtruth.ingest.chunking import file_line_count, file_lines_range
-from groundtruth.ingest.git_access import (
-    GitCommitMissing,
-    GitError,
-    GitFileTooLarge,
-    GitPathMissing,
-    GitRepository,
-    blob_url,
-)
-from groundtruth.ingest.selection import path_matches, text_decoded
-from groundtruth.models import Chunk, IngestRun, Repository
+from groundtruth.ingest.git_access import blob_url
+from groundtruth.ingest.selection import path_matches
+from groundtruth.models import Chunk, IngestRun, IngestStatus, Repository, SourceFile
+from groundtruth.source_store import source_blob_text
 
 COMMIT_PREFIX_MIN_LENGTH = 7
 COMMIT_PATTERN = re.compile(r"[0-9a-f]{7,64}\Z")
@@ -86,7 +84,7 @@ def read_source_lines(
     visible: QuerySet[Repository] | None = None,
 ) -> SourceLines:
     """Lines `start..end` (1-based, inclusive) of `path` at `commit` in the repository named
-    `repository_name`, read from the git cache. Raises the problems listed in the module's
+    `repository_name`, read from the source store. Raises the problems listed in the module's
     docstring (InvalidInput, NotFound, ServiceUnavailable, FileNotText, RangeNotSatisfiable)."""
     source_range_check(start=start, end=end)
     maximum = settings.SOURCE_LINES_MAX
@@ -101,30 +99,7 @@ def read_source_lines(
     if not _path_is_plain(path) or not path_matches(path, repository.include, repository.exclude):
         raise NotFound(f"No file {path!r} is indexed in {repository.name}.")
     full_commit = _commit_resolve(repository=repository, path=path, commit=commit)
-    git = GitRepository(repository.url)
-    try:
-        data = git.read_file_at(full_commit, path, max_bytes=settings.INGEST_MAX_FILE_BYTES)
-    except GitPathMissing as exc:
-        raise NotFound(f"No file {path!r} at commit {full_commit} of {repository.name}.") from exc
-    except GitFileTooLarge as exc:
-        raise FileNotText(
-            f"{path} has {exc.size} bytes, more than INGEST_MAX_FILE_BYTES ({settings.INGEST_MAX_FILE_BYTES}): "
-            "the index never holds such a file.",
-            code="file_too_large",
-        ) from exc
-    except GitCommitMissing as exc:
-        raise ServiceUnavailable(
-            f"Commit {full_commit} of {repository.name} is not in this server's git cache (GIT_CACHE_DIR); "
-            "an ingest of the repository fetches it again while it is reachable upstream.",
-            code="source_unavailable",
-        ) from exc
-    except GitError as exc:
-        raise ServiceUnavailable(
-            f"The git cache of {repository.name} cannot be read on this server.", code="source_unavailable"
-        ) from exc
-    text = text_decoded(data)
-    if text is None:
-        raise FileNotText(f"{path} at {full_commit[:12]} is a binary file (not UTF-8 text); it has no lines to show.")
+    text = _stored_text(repository=repository, path=path, commit=full_commit)
     line_count = file_line_count(text)
     last = min(line_count, start + maximum - 1) if end is None else end
     if start > line_count or last > line_count:
@@ -175,6 +150,63 @@ def source_range_check(*, start: int, end: int | None) -> None:
     else:
         return
     raise InvalidInput(f"end: {problem}", code="invalid_range", errors=[{"field": "end", "message": problem}])
+
+
+def _stored_text(*, repository: Repository, path: str, commit: str) -> str:
+    """The text of `path` at `commit` from the source store (groundtruth/source_store.py), which
+    holds each indexed file at the commit its citations name and at the repository's last
+    ingested commit. Raises FileNotText, NotFound or ServiceUnavailable saying why not."""
+    source = (
+        SourceFile.objects.filter(repository=repository, path=path).values_list("blob_sha", "commit", "size").first()
+    )
+    at_last_commit = commit == repository.last_commit
+    if source is not None and (at_last_commit or commit == source[1]):
+        blob_sha, _indexed_at, size = source
+        maximum = settings.INGEST_MAX_FILE_BYTES
+        if size > maximum:
+            raise FileNotText(
+                f"{path} has {size} bytes, more than INGEST_MAX_FILE_BYTES ({maximum}): "
+                "the index never holds such a file.",
+                code="file_too_large",
+            )
+        text = source_blob_text(sha=blob_sha)
+        if text is None:
+            raise ServiceUnavailable(
+                f"The text of {path} at {commit[:12]} of {repository.name} is not in the source store yet "
+                "(an index built before the store existed): the next ingest of the repository stores it.",
+                code="source_unavailable",
+            )
+        return text
+    if source is None and at_last_commit:
+        # The index reflects this commit whole: a selected path it holds no text of was skipped.
+        reason = _skipped_reason(repository=repository, path=path, commit=commit)
+        if reason == "binary" or (reason or "").startswith("NUL byte"):
+            raise FileNotText(f"{path} at {commit[:12]} is a binary file (not UTF-8 text); it has no lines to show.")
+        if (reason or "").startswith("larger than"):
+            raise FileNotText(
+                f"{path} is {reason} (INGEST_MAX_FILE_BYTES): the index never holds such a file.",
+                code="file_too_large",
+            )
+        raise NotFound(f"No file {path!r} at commit {commit} of {repository.name}.")
+    indexed = f" (the index holds it at {source[1][:12]})" if source is not None else ""
+    raise ServiceUnavailable(
+        f"{path} at commit {commit[:12]} of {repository.name} is not in the source store{indexed}: it keeps each "
+        f"indexed file at the commit its citations name and at the last ingested commit "
+        f"({repository.last_commit[:12] or 'none yet'}).",
+        code="source_unavailable",
+    )
+
+
+def _skipped_reason(*, repository: Repository, path: str, commit: str) -> str | None:
+    """Why the newest successful ingest of `commit` skipped `path` (its run's record, which
+    keeps the first MAX_SKIPPED_RECORDED), or None."""
+    skipped = (
+        IngestRun.objects.filter(repository=repository, commit=commit, status=IngestStatus.SUCCEEDED)
+        .order_by("-finished_at", "-id")
+        .values_list("files_skipped", flat=True)
+        .first()
+    )
+    return next((reason for skipped_path, reason in skipped or [] if skipped_path == path), None)
 
 
 def _path_is_plain(path: str) -> bool:

@@ -27,7 +27,7 @@ from groundtruth.source_serializers import (
 
 
 class SourceLinesViewSet(RateLimitedViewMixin, viewsets.ViewSet):
-    """Lines of a file at a commit, read from the git cache."""
+    """Lines of a file at a commit, read from the source store (PostgreSQL, not git)."""
 
     authentication_classes = SERVICE_AUTHENTICATION_CLASSES
     permission_classes = [HasServiceReadScope]
@@ -37,7 +37,8 @@ class SourceLinesViewSet(RateLimitedViewMixin, viewsets.ViewSet):
         operation_id="source_lines",
         summary="Exact lines of an indexed file at a commit",
         description=(
-            "Reads `path` at `commit` from the service's git cache (not from the index) and returns lines "
+            "Reads `path` at `commit` from the service's source store (the whole file as the ingest read it, "
+            "kept in the database; not from the index's chunks) and returns lines "
             "`start..end` (1-based, inclusive), numbered as citations number them. `Accept: text/plain` gets "
             "the lines alone, each ending with a line break. Every citation of /search and /ask links here "
             "(`source_url`) for exactly its lines: what it cites can be checked byte for byte. Only "
@@ -66,7 +67,8 @@ class SourceLinesViewSet(RateLimitedViewMixin, viewsets.ViewSet):
                     "is not selected by its globs or names no file at the commit; no ingest has seen the commit.",
                     416: "The range is past the file's end; `line_count` gives the file's lines.",
                     422: "The file is binary (`not_text`) or larger than INGEST_MAX_FILE_BYTES (`file_too_large`).",
-                    503: "The commit is no longer in this server's git cache, or the cache cannot be read.",
+                    503: "The source store does not hold the file at that commit (`source_unavailable`): it keeps "
+                    "each indexed file at the commit its citations name and at the last ingested commit.",
                 }
             ),
         },

@@ -13,6 +13,11 @@ batch in memory whatever the repository's size. If the worker dies, PostgreSQL r
 transaction back when the connection drops: the previous index stays served, and the run, left
 `running` without heartbeats, is marked failed by `ingest_runs_stale_clear`.
 
+Source store. Before that transaction, the text of every file it will index goes into the
+source store (groundtruth/source_store.py, one row per blob SHA, in short transactions of their
+own): what GET /sources serves on any host. A worker that dies after storing leaves only blobs
+nothing cites, which the next successful ingest collects.
+
 Incremental. Files are compared by blob SHA with the SourceFile rows of the last ingest:
 unchanged files are not read, chunked or embedded (their chunks only get the new commit SHA);
 changed, added, removed and renamed files are handled as such. A chunk's `commit` is the commit at
@@ -54,6 +59,13 @@ from groundtruth.ingest.selection import SelectedFile, files_select, text_proble
 from groundtruth.models import Chunk, IngestRun, Repository, SourceFile
 from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
 from groundtruth.services import registry_load
+from groundtruth.source_store import (
+    BlobText,
+    source_blobs_collect,
+    source_blobs_missing,
+    source_blobs_store,
+    source_store_writing,
+)
 from groundtruth.vector_index import vector_index_ensure, vector_store_check
 
 logger = logging.getLogger(__name__)
@@ -233,66 +245,91 @@ def _execute(
     if progress:
         progress("select", 0, len(plan.to_chunk))
 
-    mark = _phase(state, timings, "chunk_embed_write", mark)
-    new_chunk_ids: list[int] = []
-    with transaction.atomic():
-        # Serialises with anything else rewriting this repository's chunks (reembed), without
-        # locking the Repository row: the registry re-read of a request writes that row and must
-        # not wait for this transaction. (Two ingests of one repository cannot overlap: it has at
-        # most one active run.)
-        repository_index_lock(repository_id=repository.pk)
-        for batch in _batches(plan.to_chunk, settings.INGEST_FILE_BATCH_SIZE):
+    # The texts go into the source store (groundtruth/source_store.py) before the index
+    # transaction cites them, under the store's shared lock so that no collection removes them
+    # in between; the files' texts are then all in the database when the new index shows.
+    with source_store_writing():
+        mark = _phase(state, timings, "store", mark)
+        _blobs_store(git, plan)
+        mark = _phase(state, timings, "chunk_embed_write", mark)
+        new_chunk_ids: list[int] = []
+        with transaction.atomic():
+            # Serialises with anything else rewriting this repository's chunks (reembed), without
+            # locking the Repository row: the registry re-read of a request writes that row and must
+            # not wait for this transaction. (Two ingests of one repository cannot overlap: it has at
+            # most one active run.)
+            repository_index_lock(repository_id=repository.pk)
+            for batch in _batches(plan.to_chunk, settings.INGEST_FILE_BATCH_SIZE):
+                if heartbeat.lost:
+                    raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
+                new_chunk_ids.extend(_batch_write(git, repository, commit, batch, plan, backend, counts))
+                with state.lock:
+                    state.files_processed += len(batch)
+                    state.chunks_embedded = counts.chunks_embedded
+                if progress:
+                    progress("chunk_embed_write", state.files_processed, state.files_total)
+
+            mark = _phase(state, timings, "swap", mark)
+            if plan.removed_ids:
+                counts.chunks_removed += Chunk.objects.filter(source_file_id__in=plan.removed_ids).delete()[0]
+                SourceFile.objects.filter(pk__in=plan.removed_ids).delete()
+            if plan.unchanged_paths:
+                # Unchanged chunks keep the commit at which their blob was indexed: the same blob sits
+                # at the same path in the new commit, so their citations stay exact. Rewriting the
+                # commit of every row would re-insert each into the vector and text indexes (a
+                # non-HOT update): most of the cost of a small re-ingest, for nothing.
+                counts.chunks_unchanged = Chunk.objects.filter(
+                    repository=repository, path__in=plan.unchanged_paths
+                ).count()
+            if new_chunk_ids:
+                lexical_index_refresh(chunk_ids=new_chunk_ids)
+            if new_chunk_ids or plan.removed_ids or repository.index_version != INDEX_VERSION:
+                lexical_statistics_refresh(repository_ids=[repository.pk])
+            heartbeat.stop()
             if heartbeat.lost:
                 raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
-            new_chunk_ids.extend(_batch_write(git, repository, commit, batch, plan, backend, counts))
-            with state.lock:
-                state.files_processed += len(batch)
-                state.chunks_embedded = counts.chunks_embedded
-            if progress:
-                progress("chunk_embed_write", state.files_processed, state.files_total)
-
-        mark = _phase(state, timings, "swap", mark)
-        if plan.removed_ids:
-            counts.chunks_removed += Chunk.objects.filter(source_file_id__in=plan.removed_ids).delete()[0]
-            SourceFile.objects.filter(pk__in=plan.removed_ids).delete()
-        if plan.unchanged_paths:
-            # Unchanged chunks keep the commit at which their blob was indexed: the same blob sits
-            # at the same path in the new commit, so their citations stay exact. Rewriting the
-            # commit of every row would re-insert each into the vector and text indexes (a
-            # non-HOT update): most of the cost of a small re-ingest, for nothing.
-            counts.chunks_unchanged = Chunk.objects.filter(repository=repository, path__in=plan.unchanged_paths).count()
-        if new_chunk_ids:
-            lexical_index_refresh(chunk_ids=new_chunk_ids)
-        if new_chunk_ids or plan.removed_ids or repository.index_version != INDEX_VERSION:
-            lexical_statistics_refresh(repository_ids=[repository.pk])
-        heartbeat.stop()
-        if heartbeat.lost:
-            raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
-        # The Repository row is written last, so the transaction holds its row lock only for
-        # the moment it takes to commit (a registry re-read writing the row waits that long).
-        now = timezone.now()
-        Repository.objects.filter(pk=repository.pk).update(
-            last_commit=commit,
-            last_ingested_at=now,
-            index_version=INDEX_VERSION,
-            file_count=SourceFile.objects.filter(repository=repository).count(),
-            chunk_count=Chunk.objects.filter(repository=repository).count(),
-        )
-        _phase(state, timings, "done", mark)
-        timings["total"] = round(sum(value for key, value in timings.items() if key != "total"), 3)
-        succeeded = ingest_run_succeed(
-            run=run,
-            finished_at=now,
-            files_total=plan.files_total,
-            files_processed=state.files_processed,
-            files_skipped=[list(item) for item in plan.skipped[:MAX_SKIPPED_RECORDED]],
-            timings=timings,
-            counts=counts.as_fields(),
-        )
-        if not succeeded:
-            raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
+            # The Repository row is written last, so the transaction holds its row lock only for
+            # the moment it takes to commit (a registry re-read writing the row waits that long).
+            now = timezone.now()
+            Repository.objects.filter(pk=repository.pk).update(
+                last_commit=commit,
+                last_ingested_at=now,
+                index_version=INDEX_VERSION,
+                file_count=SourceFile.objects.filter(repository=repository).count(),
+                chunk_count=Chunk.objects.filter(repository=repository).count(),
+            )
+            _phase(state, timings, "done", mark)
+            timings["total"] = round(sum(value for key, value in timings.items() if key != "total"), 3)
+            succeeded = ingest_run_succeed(
+                run=run,
+                finished_at=now,
+                files_total=plan.files_total,
+                files_processed=state.files_processed,
+                files_skipped=[list(item) for item in plan.skipped[:MAX_SKIPPED_RECORDED]],
+                timings=timings,
+                counts=counts.as_fields(),
+            )
+            if not succeeded:
+                raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")
+    # Whatever this ingest stopped citing (and whatever an ingest that died had stored).
+    source_blobs_collect()
     run.refresh_from_db()
     return run
+
+
+def _blobs_store(git: GitRepository, plan: _Plan) -> None:
+    """Stores the text of every file this ingest indexes, and of every unchanged file whose text
+    the store lacks (an index built before the store existed: its first ingest fills it)."""
+    unchanged = [plan.existing[path][1] for path in plan.unchanged_paths]
+    shas = sorted(source_blobs_missing(shas=[*unchanged, *(item.blob_sha for item in plan.to_chunk)]))
+    for start in range(0, len(shas), settings.INGEST_FILE_BATCH_SIZE):
+        blobs: list[BlobText] = []
+        with git.blob_reader() as read:
+            for blob_sha in shas[start : start + settings.INGEST_FILE_BATCH_SIZE]:
+                data = read(blob_sha)
+                if text_problem(data) is None:  # a binary is skipped by the chunking too
+                    blobs.append(BlobText(sha=blob_sha, text=data.decode("utf-8"), size=len(data)))
+        source_blobs_store(blobs=blobs)
 
 
 def _batches(items: list[SelectedFile], size: int) -> Iterator[list[SelectedFile]]:

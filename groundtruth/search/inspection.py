@@ -3,7 +3,7 @@
 One call runs the two pipelines exactly as the API runs them (/ask: `question_answer_explained`;
 /search: `chunk_search`), so the console shows what a client would get, and adds what the
 responses leave out: each passage's lexical and dense rank, its fused score, relevance and dense
-similarity, the cited lines inside their surrounding lines read from the git cache, and the
+similarity, the cited lines inside their surrounding lines read from the source store, and the
 sources-missing decision with the evidence it was made from (each feature's value, weight and
 share of the logit, the probability and the threshold).
 """

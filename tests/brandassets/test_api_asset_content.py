@@ -1,4 +1,5 @@
-"""GET /assets/<product>/<kind>/<assetIndex>/content: bytes from git at the registered ref."""
+"""GET /assets/<product>/<kind>/<assetIndex>/content: the bytes at the registered ref, as the sync
+stored them in the database."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import shutil
 import pytest
 
 from brandassets.content_cache import blob_contents
-from brandassets.models import BrandAsset
+from brandassets.models import AssetBlob, BrandAsset
 from brandassets.services import asset_registry_sync
 from tests.brandassets.conftest import (
     APP_STORE_BADGE,
@@ -268,13 +269,26 @@ def test_cached_bytes_are_served_when_git_is_gone(reader, brand_repos: BrandFixt
     assert response.content == LIGHT_LOGO
 
 
-def test_without_cache_or_git_the_content_is_503_problem(reader, brand_repos: BrandFixture, settings):
+def test_without_the_process_cache_or_git_the_content_comes_from_the_database(
+    reader, brand_repos: BrandFixture, settings
+):
     settings.ASSET_CONTENT_CACHE_BYTES = 0
     asset_registry_sync()
-    assert reader.get("/assets/acme-app/logo/0/content").content == LIGHT_LOGO
-    assert len(blob_contents) == 0
     shutil.rmtree(brand_repos.cache_dir)
     shutil.rmtree(brand_repos.brand.path)
+
+    response = reader.get("/assets/acme-app/logo/0/content")
+
+    assert response.status_code == 200
+    assert response.content == LIGHT_LOGO
+    assert len(blob_contents) == 0
+    assert not brand_repos.cache_dir.exists()  # nothing was fetched
+
+
+def test_bytes_not_stored_are_503_problem(reader, brand_repos: BrandFixture, settings):
+    settings.ASSET_CONTENT_CACHE_BYTES = 0
+    asset_registry_sync()
+    AssetBlob.objects.all().delete()  # as after an upgrade, before the next sync
 
     response = reader.get("/assets/acme-app/logo/0/content")
 
@@ -283,13 +297,15 @@ def test_without_cache_or_git_the_content_is_503_problem(reader, brand_repos: Br
         "type": "urn:problem:asset_unavailable",
         "title": "Service unavailable",
         "status": 503,
-        "detail": "The content of acme-app/logo/0 cannot be read from its repository right now; try again later.",
+        "detail": "The content of acme-app/logo/0 is not stored yet; the next sync of the brand asset registry "
+        "stores it.",
         "code": "asset_unavailable",
     }
-    assert str(brand_repos.brand.path) not in response.content.decode()
+    asset_registry_sync()
+    assert reader.get("/assets/acme-app/logo/0/content").content == LIGHT_LOGO
 
 
-def test_private_repo_content_is_fetched_with_the_token_into_an_empty_cache(
+def test_private_repo_bytes_are_stored_by_the_sync_and_served_without_git(
     reader, brand_repos: BrandFixture, tmp_path, settings
 ):
     token = "brand-token-Qw2"
@@ -300,16 +316,17 @@ def test_private_repo_content_is_fetched_with_the_token_into_an_empty_cache(
         url = server.url_for("acme/private-brand.git")
         brand_repos.registry_commit(brand_repos.default_registry_text().replace(str(brand_repos.brand.path), url))
         asset_registry_sync()
-        # A web worker on a machine whose git cache is empty: the blob must come over HTTP.
+        assert server.unauthorized_requests == 0
+        # A web worker on a machine whose git cache is empty, with no token: nothing goes over HTTP.
         shutil.rmtree(brand_repos.cache_dir)
+        settings.GIT_HTTP_TOKEN = ""
         requests_before = len(server.requests)
 
         response = reader.get("/assets/acme-app/store-badge/1/content")
 
         assert response.status_code == 200
         assert response.content == GOOGLE_PLAY_BADGE
-        assert len(server.requests) > requests_before
-        assert server.unauthorized_requests == 0
+        assert len(server.requests) == requests_before
         listed = reader.get("/assets").content.decode()
         assert token not in listed and url not in listed
 

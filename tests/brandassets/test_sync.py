@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from brandassets.models import AssetRegistry, BrandAsset
+from brandassets.models import AssetBlob, AssetRegistry, BrandAsset
 from brandassets.services import asset_registry_sync
 from groundtruth.models import Repository
-from tests.brandassets.conftest import UNLISTED, BrandFixture
+from tests.brandassets.conftest import LIGHT_LOGO, UNLISTED, BrandFixture
 from tests.gitserver import GitHttpServer, served_bare_clone, update_served
 
 pytestmark = pytest.mark.django_db
@@ -301,3 +301,23 @@ def test_registry_repo_unreachable_fails_and_keeps_assets(brand_repos: BrandFixt
     assert report.status == "failed"
     assert len(report.errors) == 1
     assert _full_rows() == rows_before
+
+
+def test_the_sync_stores_each_served_blob_once_and_drops_those_no_asset_names(brand_repos: BrandFixture):
+    asset_registry_sync()
+    served = set(BrandAsset.objects.filter(missing=False).values_list("blob_sha", flat=True))
+    light = BrandAsset.objects.get(product="acme-app", kind="logo", asset_index=0)
+    assert set(AssetBlob.objects.values_list("sha", flat=True)) == served
+    assert bytes(AssetBlob.objects.get(sha=light.blob_sha).content) == LIGHT_LOGO
+
+    brand_repos.brand.write("logos/acme-light.svg", b"<svg>v2</svg>")
+    brand_repos.brand.commit("new light logo")
+    asset_registry_sync()
+
+    new_light = BrandAsset.objects.get(product="acme-app", kind="logo", asset_index=0).blob_sha
+    assert set(BrandAsset.objects.filter(missing=False).values_list("blob_sha", flat=True)) == (
+        served - {light.blob_sha}
+    ) | {new_light}  # no other asset had the old light logo's bytes
+    assert set(AssetBlob.objects.values_list("sha", flat=True)) == (served - {light.blob_sha}) | {new_light}
+    assert AssetBlob.objects.count() == len(served)
+    assert bytes(AssetBlob.objects.get(sha=new_light).content) == b"<svg>v2</svg>"

@@ -1,4 +1,4 @@
-"""GET /sources/<repo>/<path>: exact lines from the git cache, against real git repositories and a
+"""GET /sources/<repo>/<path>: exact lines from the source store, against real git repositories and a
 real ingest; and every citation of /search and /ask, followed through its `source_url`, shows
 exactly the lines the index cites."""
 
@@ -13,7 +13,7 @@ from rest_framework.test import APIRequestFactory
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.git_access import GitError, GitRepository
-from groundtruth.models import Chunk, IngestStatus, Repository
+from groundtruth.models import Chunk, IngestStatus, Repository, SourceBlob
 from groundtruth.search.citations import citation_for
 from groundtruth.search_serializers import CitationSerializer
 from groundtruth.source_lines import read_source_lines
@@ -265,13 +265,30 @@ def test_a_file_over_ingest_max_file_bytes_is_refused_with_422(api_client, commi
     )
 
 
-def test_a_commit_gone_from_the_git_cache_is_503(api_client, commit, reader, settings):
+def test_lines_are_read_from_the_source_store_with_the_git_cache_gone(api_client, commit, reader, settings):
     shutil.rmtree(settings.GIT_CACHE_DIR)
+
+    response = api_client.get(INDEX_PATH, {"commit": commit, "start": 5, "end": 7}, **reader)
+
+    assert response.status_code == 200
+    assert response.json()["lines"] == ["## Install", "", "Run `pip install acme`."]
+
+
+def test_a_file_whose_text_is_not_stored_is_503_source_unavailable(api_client, commit, reader):
+    # An index built before the source store existed holds no text until its next ingest.
+    SourceBlob.objects.all().delete()
 
     response = api_client.get(INDEX_PATH, {"commit": commit, "end": 1}, **reader)
 
     assert response.status_code == 503
-    assert _problem(response)["code"] == "source_unavailable"
+    assert _problem(response) == {
+        "type": "urn:problem:source_unavailable",
+        "title": "Service unavailable",
+        "status": 503,
+        "detail": f"The text of docs/index.md at {commit[:12]} of acme/handbook is not in the source store yet "
+        "(an index built before the store existed): the next ingest of the repository stores it.",
+        "code": "source_unavailable",
+    }
 
 
 def test_reading_from_a_cache_that_is_gone_is_a_git_error_every_time(tmp_path):

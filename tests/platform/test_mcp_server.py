@@ -20,18 +20,19 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, ImageContent
 
 from agentplatform.demo.brand_assets import png_bytes
 from agents.models import ApiKey, ApiKeyKind
 from agents.services import api_key_create
 from brandassets.content_cache import asset_record_cache, blob_contents
+from brandassets.models import BrandAsset
 from brandassets.services import asset_registry_sync
 from groundtruth.embeddings import _backend_for
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.models import AskedQuestion, IngestStatus, Repository
 from tests import celeryworker
-from tests.brandassets.conftest import REGISTRY_TEMPLATE, brand_work_tree
+from tests.brandassets.conftest import GOOGLE_PLAY_BADGE, REGISTRY_TEMPLATE, brand_work_tree
 from tests.embeddingserver import EmbeddingServer
 from tests.gitrepos import GitWorkTree
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, HANDBOOK_INDEX, sources_yaml
@@ -685,3 +686,31 @@ def test_search_docs_and_ask_calls_are_recorded_in_the_audit_of_questions(mcp, r
         (prefix, "mcp:search_docs", "ACME_TOKEN environment", ["acme/handbook"], False),
         (prefix, "mcp:ask", "How do I rotate the Kubernetes ingress certificates?", ["acme/handbook"], True),
     ]
+
+
+def test_brand_asset_tools_see_only_the_assets_of_the_keys_repositories(mcp, indexed, api_client):
+    RepositoryFactory(name="acme/brand", owners=["brand-team"])
+    RepositoryFactory(name="platform/runbooks", owners=["platform"])
+    keys = {
+        "owner": scoped_reader(scope_owners=["brand-team"]),
+        "teammate": scoped_reader(scope_repositories=["acme/handbook"]),
+        "outsider": scoped_reader(scope_owners=["platform"]),
+    }
+    badge = {"product": "acme-app", "kind": "store-badge", "asset_index": 1}
+
+    found = {who: call_tool(mcp.url, key, "find_brand_assets", {}).structured_content for who, key in keys.items()}
+    fetched = {who: call_tool(mcp.url, key, "fetch_brand_asset", badge) for who, key in keys.items()}
+    owner_rest = api_client.get("/assets", **bearer(keys["owner"])).json()
+    BrandAsset.objects.filter(product="acme-app").delete()
+    absent = {who: call_tool(mcp.url, keys[who], "fetch_brand_asset", badge) for who in ("teammate", "outsider")}
+
+    assert found["owner"] == {"assets": owner_rest} and len(owner_rest) == 8
+    assert found["teammate"] == found["outsider"] == {"assets": []}
+    assert fetched["owner"].is_error is False
+    image = fetched["owner"].content[1]
+    assert isinstance(image, ImageContent)
+    assert base64.b64decode(image.data) == GOOGLE_PLAY_BADGE
+    for who in ("teammate", "outsider"):
+        assert fetched[who].is_error is True
+        assert text_of(fetched[who]) == text_of(absent[who])
+        assert "acme/brand" not in text_of(fetched[who])
