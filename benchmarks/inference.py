@@ -12,6 +12,15 @@
    PSS of the web processes (master and workers) after the load; and the seconds a SIGKILLed
    worker takes to be replaced and answer with the model ready.
 The ONNX export is made before (manage.py prepare_models); its first-time cost is printed.
+
+    .venv/bin/python benchmarks/inference.py --retrieval [--repositories psf/requests,pallets/jinja]
+
+3. Retrieval unchanged: every chunk of ../shared/eval-dev (chunked as the ingest does: passage text
+   and section title) and every question (verbatim and paraphrase) embedded by both runtimes in
+   one process: the min and mean cosine of ONNX to torch over all texts, and for how many questions
+   the top-10 chunks of their repository (by passage similarity, and by title similarity: the two
+   dense inputs of the search) differ in order or membership. Identical rankings mean
+   benchmarks/retrieval.py would print identical figures, at a fraction of its cost.
 """
 
 from __future__ import annotations
@@ -78,7 +87,8 @@ def passages(count: int) -> list[str]:
 
 
 def embed_in_fresh_process(runtime: str, threads: int, texts_path: Path, out: Path, variant: str = "") -> dict:
-    env = {**os.environ, "EMBEDDING_RUNTIME": runtime, "EMBEDDING_THREADS": str(threads)}
+    # A command process embeds on EMBEDDING_WORKER_THREADS (EMBEDDING_THREADS is the web's).
+    env = {**os.environ, "EMBEDDING_RUNTIME": runtime, "EMBEDDING_WORKER_THREADS": str(threads)}
     env.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
     finished = subprocess.run(
         [sys.executable, "-c", _EMBED_PROGRAM, str(texts_path), str(out), variant or "shared"],
@@ -89,6 +99,87 @@ def embed_in_fresh_process(runtime: str, threads: int, texts_path: Path, out: Pa
         check=True,
     )
     return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def retrieval_compare(repositories: set[str] | None) -> None:
+    """Part 3 of the module docstring."""
+    import numpy as np
+    from django.conf import settings
+
+    from groundtruth.embeddings import LocalSentenceTransformer, packaged_model_path
+    from groundtruth.ingest.chunking import file_chunk
+    from groundtruth.ingest.index_text import heading_text, passage_text
+
+    eval_dev = ROOT.parent / "shared" / "eval-dev"
+    passages: dict[str, list[str]] = {}
+    titles: dict[str, list[str]] = {}
+    for folder in sorted((eval_dev / "corpus").iterdir()):
+        name = folder.name.replace("__", "/", 1)
+        if not folder.is_dir() or (repositories is not None and name not in repositories):
+            continue
+        for path in sorted([*folder.rglob("*.rst"), *folder.rglob("*.md")]):
+            drafts = file_chunk(
+                path=str(path.relative_to(folder)),
+                text=path.read_text(errors="replace"),
+                max_chars=settings.CHUNK_MAX_CHARS,
+                config_whole_max_chars=settings.CONFIG_WHOLE_FILE_MAX_CHARS,
+            )
+            for draft in drafts:
+                passages.setdefault(name, []).append(
+                    passage_text(repository_name=name, heading=draft.heading, text=draft.text)
+                )
+                titles.setdefault(name, []).append(heading_text(draft.heading) or "")
+    questions: dict[str, list[str]] = {}
+    for line in (eval_dev / "questions.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        if entry.get("repo") in passages:
+            for key in ("question_verbatim", "question_paraphrase"):
+                if entry.get(key):
+                    questions.setdefault(entry["repo"], []).append(entry[key])
+    names = sorted(passages)
+    texts = [text for name in names for text in (*passages[name], *titles[name], *questions.get(name, []))]
+    print(
+        f"{sum(len(passages[name]) for name in names)} chunks (passage and title) and "
+        f"{sum(len(questions.get(name, [])) for name in names)} questions of {len(names)} repositories: "
+        f"{len(texts)} texts"
+    )
+    vectors = {}
+    for runtime in ("torch", "onnx"):
+        backend = LocalSentenceTransformer(
+            model_path=str(packaged_model_path()),
+            batch_size=settings.EMBEDDING_BATCH_SIZE,
+            runtime=runtime,
+            threads=settings.EMBEDDING_WORKER_THREADS,
+            export_dir=Path(settings.VAR_DIR) / "models",
+        )
+        started = time.perf_counter()
+        vectors[runtime] = np.array(backend.embed(texts), dtype=np.float32)
+        print(f"{runtime}: {len(texts) / (time.perf_counter() - started):.1f} texts/s")
+    cosines = (vectors["torch"] * vectors["onnx"]).sum(axis=1)
+    print(f"cosine of ONNX to torch: min {cosines.min():.7f}, mean {cosines.mean():.7f}")
+    position = 0
+    differing = {"passage": 0, "title": 0, "either": 0}
+    asked = 0
+    for name in names:
+        count, asked_here = len(passages[name]), len(questions.get(name, []))
+        block = {runtime: matrix[position : position + 2 * count + asked_here] for runtime, matrix in vectors.items()}
+        position += 2 * count + asked_here
+        asked += asked_here
+        for index in range(asked_here):
+            changed = set()
+            for kind, rows in (("passage", slice(0, count)), ("title", slice(count, 2 * count))):
+                tops = [
+                    tuple(np.argsort(-(block[runtime][rows] @ block[runtime][2 * count + index]), kind="stable")[:10])
+                    for runtime in ("torch", "onnx")
+                ]
+                if tops[0] != tops[1]:
+                    changed.add(kind)
+                    differing[kind] += 1
+            differing["either"] += bool(changed)
+    print(
+        f"questions whose top-10 differs, of {asked}: by passage {differing['passage']}, "
+        f"by title {differing['title']}, either {differing['either']}"
+    )
 
 
 def free_port() -> int:
@@ -214,8 +305,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--skip-server", action="store_true", help="only the in-process measurements")
+    parser.add_argument("--retrieval", action="store_true", help="only part 3: retrieval unchanged")
+    parser.add_argument("--repositories", help="part 3 on these eval-dev repositories (owner/name,...)")
     args = parser.parse_args()
     os.environ.setdefault("CACHE_KEY_PREFIX", "bench-inference")
+    if args.retrieval:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+        import django
+
+        django.setup()
+        retrieval_compare(set(args.repositories.split(",")) if args.repositories else None)
+        return
     work = Path(tempfile.mkdtemp(prefix="bench-inference-"))
 
     import numpy as np

@@ -215,12 +215,23 @@ def chunk_search(
         candidate_ids = {hit.chunk_id for hit in lexical_hits} | {hit.chunk_id for hit in dense_hits}
         # The vectors and the tsvector stay in the database: parsing two 384-dimension vectors per
         # candidate would cost more than the search itself.
+        # Each candidate's repository is one of `repositories` (both legs filter by them): set from
+        # those rather than joined, which built a Repository and decoded its JSON fields for each
+        # of the ~100 candidates of a query (a third of a /search request's Python time,
+        # docs/inference.md).
+        # Unordered: the model's default order (repository name, path) would join the repositories
+        # back in just to sort rows that go into a dict.
         candidates = (
             Chunk.objects.filter(pk__in=candidate_ids)
-            .select_related("repository")
+            .order_by()
             .defer("embedding", "heading_embedding", "search_vector")
         )
-        chunks = {chunk.pk: chunk for chunk in candidates}
+        repository_by_id = {repository.pk: repository for repository in repositories}
+        chunks = {}
+        for chunk in candidates:
+            if chunk.repository_id in repository_by_id:
+                chunk.repository = repository_by_id[chunk.repository_id]
+            chunks[chunk.pk] = chunk
         dense_hits = [
             hit for hit in dense_ranking(dense_hits, heading_weight=fusion.heading_weight) if hit.chunk_id in chunks
         ]

@@ -27,6 +27,7 @@ from groundtruth.inference.exported_model import (
     exported_model_ensure,
     model_weights_sha256,
 )
+from groundtruth.inference.sentence_encoder import BATCH_TOKENS, OnnxSentenceEncoder, token_batches
 from groundtruth.search.query_embedding import query_embed
 
 TEXTS = [
@@ -64,6 +65,36 @@ def test_onnx_and_torch_runtimes_give_the_same_vectors_in_one_vector_space(setti
     # Same space: chunks embedded by either are searched together, nothing re-embeds.
     assert onnx_backend.model_name == torch_backend.model_name == "all-MiniLM-L6-v2"
     assert "ONNX Runtime (loaded)" in onnx_backend.describe()
+
+
+def test_batches_hold_at_most_the_token_budget_and_the_batch_size():
+    # Longest first: two passages of 256 tokens per batch, then more of the shorter ones.
+    assert token_batches([256, 256, 256, 200, 120, 100, 90, 30, 8, 8], 512, 64) == [
+        range(0, 2),
+        range(2, 4),
+        range(4, 8),
+        range(8, 10),
+    ]
+    assert token_batches([8] * 100, 512, 64) == [range(0, 64), range(64, 100)]
+    assert token_batches([600, 300, 3], 512, 64) == [range(0, 1), range(1, 2), range(2, 3)]
+    assert token_batches([], 512, 64) == []
+    assert BATCH_TOKENS == 512
+
+
+def test_token_batched_vectors_equal_those_of_each_text_run_alone(settings):
+    model_dir = packaged_model_path()
+    exported = exported_model_ensure(model_dir=model_dir, cache_dir=Path(settings.VAR_DIR) / "models", timeout=300)
+    batched = OnnxSentenceEncoder(model_dir=model_dir, exported=exported, threads=1)
+    alone = OnnxSentenceEncoder(model_dir=model_dir, exported=exported, threads=1, batch_tokens=1)
+    texts = TEXTS * 3  # 24 texts: several batches, each in the order given back
+    batched_vectors = batched.encode(texts, batch_size=64)
+    alone_vectors = alone.encode(texts, batch_size=64)
+    assert batched_vectors.shape == alone_vectors.shape == (24, 384)
+    # Padding is masked out of the mean: the batch a text runs in changes its vector only by
+    # float rounding (and a vector given back in another text's row would differ by far more).
+    assert np.abs(batched_vectors - alone_vectors).max() < 1e-5
+    assert np.abs(batched_vectors - np.roll(alone_vectors, 1, axis=0)).max() > 0.1
+    assert batched.encode([], batch_size=64).shape == (0, 0)
 
 
 def test_the_export_is_reused_and_a_corrupt_one_is_exported_again(tmp_path):

@@ -7,6 +7,7 @@ import math
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from groundtruth.models import Chunk
 from groundtruth.search.dense_search import DenseHit, dense_candidates
@@ -243,6 +244,23 @@ def test_the_repository_label_lets_a_question_name_its_project(settings):
     assert [hit.chunk.pk for hit in in_flask.hits] == [flask_chunk.pk, django_chunk.pk]
     assert [hit.chunk.pk for hit in in_django.hits] == [django_chunk.pk, flask_chunk.pk]
     assert in_flask.hits[0].lexical_rank == 1 and in_flask.hits[0].dense_rank == 1
+
+
+def test_hits_carry_the_searched_repositories_without_joining_them_per_candidate(settings):
+    flask = RepositoryFactory(name="pallets/flask")
+    django = RepositoryFactory(name="django/django")
+    text = "Sessions are signed cookies; set SECRET_KEY before you use them."
+    chunks_index(flask, [Section(path="docs/sessions.rst", heading=("Sessions",), text=text, start_line=1)])
+    chunks_index(django, [Section(path="docs/sessions.rst", heading=("Sessions",), text=text, start_line=1)])
+
+    with CaptureQueriesContext(connection) as queries:
+        outcome = chunk_search(query="How do sessions work?", repositories=[flask, django], limit=2)
+
+    assert sorted(hit.chunk.repository.name for hit in outcome.hits) == ["django/django", "pallets/flask"]
+    # The very objects searched, so reading them costs no query, and no query joins the table.
+    assert all(hit.chunk.repository in (flask, django) for hit in outcome.hits)
+    assert {id(hit.chunk.repository) for hit in outcome.hits} == {id(flask), id(django)}
+    assert [query["sql"] for query in queries.captured_queries if '"groundtruth_repository"' in query["sql"]] == []
 
 
 def test_repeated_queries_are_served_from_the_embedding_cache():
