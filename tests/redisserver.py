@@ -4,6 +4,9 @@ with redis_server() as redis:
     redis.url                  # redis://127.0.0.1:<port>/0
     with redis.frozen():       # SIGSTOP: connections accepted by the kernel, never answered
         ...
+
+SilentRedis(): a listener that accepts connections and never answers, counting them (`accepted`),
+for tests that pin how often a hung Redis is tried.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,3 +87,32 @@ def redis_server() -> Iterator[RedisServer]:
             os.kill(process.pid, signal.SIGCONT)
             process.terminate()
             process.wait(timeout=10)
+
+
+class SilentRedis:
+    """A TCP server that accepts connections and never answers: a hung Redis."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port = self.server.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted.append(connection)
+
+    def close(self) -> None:
+        self.server.close()
+        for connection in self.accepted:
+            connection.close()

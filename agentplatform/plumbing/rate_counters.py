@@ -12,6 +12,9 @@ is one Lua script, so:
 - Redis errors are raised as redis-py raises them (within the `counters` cache's socket
   timeouts), for the caller to fail open (agentplatform/plumbing/ratelimits.py).
 
+Admin sign-in attempts need none of this (a plain Django view, no cached answer to check), so
+they count with django-ratelimit's `get_usage` itself (ratelimits.admin_login_attempt_count).
+
 The window and the counter's name follow django-ratelimit's scheme: a fixed window one period
 long whose end is staggered per caller by crc32(caller) modulo the period (so that all callers do
 not reset in the same second); the key is `rl:` and a SHA-256 of class, rate, caller and window

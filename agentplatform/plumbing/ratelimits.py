@@ -4,15 +4,24 @@ Classes (DECISIONS.md): public, per client IP; authenticated, per key or wallet 
 trading, per key; and admin sign-in attempts, per client IP and per user name (an HTML 429 page
 from agentplatform/admin_site.py).
 
+Two counters, one per kind of caller:
+- the API classes count with agentplatform/plumbing/rate_counters.py, our own Lua script: one
+  Redis call per request, atomic, which also reads the cache generations when the request has a
+  cached answer to check (django-ratelimit's `get_usage` counts in two cache calls, `add` then
+  `incr`, and could not read the generations in the same call without intercepting its cache);
+- admin sign-in attempts count with django-ratelimit's public `get_usage`
+  (`admin_login_attempt_count`): a plain Django view with nothing cached to check, so the
+  library's counter fits as it is. Both name counters the same way (`rl:` and a SHA-256 of class,
+  rate, caller and window, under the `counters` cache's prefix) and stagger windows alike.
+
 The parts, one job each:
-- agentplatform/plumbing/rate_counters.py counts: one Redis call per request, atomic, which also reads the
-  cache generations when the request has a cached answer to check;
 - `rate_class_and_key` and `client_ip` say which class a request counts against and whose
   counter it is (the credential, else the client IP by the trusted-proxy rule);
-- `count_request` fails open: on any Redis error the request is served without limits and
-  without the X-RateLimit headers (no count is known), a warning is logged, and Redis is left
-  alone for REDIS_RETRY_INTERVAL_SECONDS (agentplatform/plumbing/redis_breaker.py), so that a Redis that
-  hangs costs one socket timeout per worker, not one per request;
+- `count_request` and `admin_login_attempt_count` fail open (`_counted_or_none`): on any Redis
+  error the request is served without limits and without the X-RateLimit headers (no count is
+  known), a warning is logged, and Redis is left alone for REDIS_RETRY_INTERVAL_SECONDS
+  (agentplatform/plumbing/redis_breaker.py), so that a Redis that hangs costs one socket timeout
+  per worker, not one per request;
 - `RateLimitThrottle` is DRF's throttle hook: it allows the request or not from its count;
 - `RateLimitedViewMixin` wires them into a DRF view (see its docstring): the count right after
   authentication, the check of a remembered credential against the generation read with it, the
@@ -24,14 +33,16 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, NoReturn
+from functools import lru_cache, partial
+from typing import Any, NoReturn, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django_ratelimit.core import get_usage
 from redis.exceptions import RedisError
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import APIException
@@ -53,7 +64,8 @@ logger = logging.getLogger(__name__)
 PUBLIC = "public"
 AUTHENTICATED = "authenticated"
 TRADING = "trading"
-# Admin sign-in attempts: per client IP and per user name tried (admin_login_attempt_count).
+# Admin sign-in attempts: per client IP and per user name tried (admin_login_attempt_count, counted
+# by django-ratelimit, whose group this is).
 ADMIN_LOGIN = "admin_login"
 
 
@@ -112,7 +124,6 @@ def _rate_for(rate_class: str) -> str:
         PUBLIC: settings.RATE_LIMIT_PUBLIC,
         AUTHENTICATED: settings.RATE_LIMIT_AUTHENTICATED,
         TRADING: settings.RATE_LIMIT_TRADING,
-        ADMIN_LOGIN: settings.RATE_LIMIT_ADMIN_LOGIN,
     }[rate_class]
 
 
@@ -131,15 +142,29 @@ UNCOUNTED = RequestCount(usage=None, generations=None)
 def count_request_reading_generations(*, rate_class: str, key: str, generations: bool) -> RequestCount:
     """Counts one request for `key` in its class and, when `generations` is true, reads the cache
     generations in the same Redis call; UNCOUNTED when Redis is unavailable (fail open)."""
+    limit, period = parse_rate(_rate_for(rate_class))
+    count = partial(
+        counter_increment, group=rate_class, caller=key, limit=limit, period=period, read_generations=generations
+    )
+    counted = _counted_or_none(count)
+    if counted is None:
+        return UNCOUNTED
+    return RequestCount(usage=counted.usage, generations=counted.generations)
+
+
+Count = TypeVar("Count")
+
+
+def _counted_or_none(count: Callable[[], Count]) -> Count | None:
+    """`count()`, or None when the counters' Redis fails or failed within the retry interval: then
+    the request is not limited (fail open), a warning says so once per interval, and a Redis that
+    hangs is not waited for again (each wait is the `counters` cache's socket timeout)."""
     location = str(settings.CACHES[settings.RATELIMIT_USE_CACHE].get("LOCATION", ""))
     if redis_breaker.is_open(location):
-        return UNCOUNTED
-    limit, period = parse_rate(_rate_for(rate_class))
+        return None
     try:
-        counted = counter_increment(
-            group=rate_class, caller=key, limit=limit, period=period, read_generations=generations
-        )
-    except (RedisError, OSError) as exc:
+        return count()
+    except (RedisError, OSError) as exc:  # django-redis re-raises redis-py's own errors
         redis_breaker.trip(location)
         logger.warning(
             "Rate-limit counters unavailable (%s: %s); serving without limits for %.0f s",
@@ -147,8 +172,7 @@ def count_request_reading_generations(*, rate_class: str, key: str, generations:
             exc,
             REDIS_RETRY_INTERVAL_SECONDS,
         )
-        return UNCOUNTED
-    return RequestCount(usage=counted.usage, generations=counted.generations)
+        return None
 
 
 def count_request(*, rate_class: str, key: str) -> RateLimitUsage | None:
@@ -169,25 +193,50 @@ class AdminLoginRefusal:
     retry_after_seconds: int
 
 
+def _admin_login_address(group: str, request: HttpRequest) -> str:
+    """django-ratelimit key: the client IP, by the same trusted-proxy rule as the API."""
+    return f"ip:{client_ip(request)}"
+
+
+def _admin_login_user_name(group: str, request: HttpRequest) -> str:
+    """django-ratelimit key: the user name tried, casefolded, so that `Operator ` is `operator`."""
+    return f"user:{request.POST.get('username', '').strip().casefold()}"
+
+
+def _admin_login_refusal(request: HttpRequest, *, key: Callable[[str, HttpRequest], str]) -> int | None:
+    """Counts the attempt against `key`'s counter; the Retry-After seconds when past the limit.
+
+    django-ratelimit's `get_usage` counts it in the `counters` cache (RATELIMIT_USE_CACHE): `add`
+    of the window's counter with its expiry, else an atomic `incr`. It names the counter by a
+    SHA-256 of group, rate, key and window, so the user name is not stored in Redis. It lets a
+    cache error through (caught by `_counted_or_none`, fail open), and answers None, not limited,
+    where the cache gave no count (RATELIMIT_FAIL_OPEN, settings/rate_limits.py).
+    """
+    rate = parse_rate(settings.RATE_LIMIT_ADMIN_LOGIN)  # our syntax, checked at start-up: (count, seconds)
+    usage = _counted_or_none(partial(get_usage, request, group=ADMIN_LOGIN, key=key, rate=rate, increment=True))
+    if usage is None or not usage["should_limit"]:
+        return None
+    # `time_left` is to the window's last second; the next window starts one second later.
+    return max(int(usage["time_left"]) + 1, 1)
+
+
 def admin_login_attempt_count(request: HttpRequest) -> AdminLoginRefusal | None:
     """Counts one admin sign-in attempt against the client IP and, while that is within its limit,
     against the user name tried (RATE_LIMIT_ADMIN_LOGIN each); the refusal when one is past it.
 
     Every attempt counts, not only failed ones: the count and the check are then one atomic
-    INCR, so concurrent guesses cannot slip past the limit between a check and a count. An
+    increment, so concurrent guesses cannot slip past the limit between a check and a count. An
     address already refused does not count against the user name, so that it cannot lock the
     account's owner out for longer. Without Redis the attempt is allowed (fail open, logged).
-    The user name is not kept in Redis: the counter is named by a SHA-256.
     """
-    by_address = count_request(rate_class=ADMIN_LOGIN, key=f"ip:{client_ip(request)}")
-    if by_address is not None and by_address.exceeded:
-        return AdminLoginRefusal("address", seconds_until(by_address.reset_epoch))
-    user_name = request.POST.get("username", "").strip().casefold()
-    if not user_name:
+    retry_after = _admin_login_refusal(request, key=_admin_login_address)
+    if retry_after is not None:
+        return AdminLoginRefusal("address", retry_after)
+    if not request.POST.get("username", "").strip():
         return None
-    by_user_name = count_request(rate_class=ADMIN_LOGIN, key=f"user:{user_name}")
-    if by_user_name is not None and by_user_name.exceeded:
-        return AdminLoginRefusal("user name", seconds_until(by_user_name.reset_epoch))
+    retry_after = _admin_login_refusal(request, key=_admin_login_user_name)
+    if retry_after is not None:
+        return AdminLoginRefusal("user name", retry_after)
     return None
 
 

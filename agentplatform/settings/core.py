@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "django_ratelimit",  # its system check: RATELIMIT_USE_CACHE is a shared cache with atomic incr
     "agentplatform",
     "agents",
     "coin",

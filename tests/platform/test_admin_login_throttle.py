@@ -1,14 +1,22 @@
 """Admin sign-in attempts are limited per client IP and per user name (RATE_LIMIT_ADMIN_LOGIN),
-counted in Redis like the API limits; past the limit a 429 page, and the password is not tried."""
+counted in Redis by django-ratelimit's `get_usage`; past the limit a 429 page, and the password is
+not tried."""
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
+from django.core.cache import cache
+from django.core.checks import run_checks
 from django.test import Client
+
+from tests.conftest import redis_cache_at
+from tests.redisserver import SilentRedis
 
 pytestmark = pytest.mark.django_db
 
@@ -125,3 +133,46 @@ def test_redis_down_sign_in_still_works_and_a_warning_is_logged(staff, redis_unr
 
     assert (response.status_code, response["Location"]) == (302, "/admin/")
     assert "Rate-limit counters unavailable" in caplog.text
+
+
+def test_redis_hung_sign_in_still_works_and_redis_is_tried_once_for_the_retry_interval(staff, settings, caplog):
+    caplog.set_level(logging.WARNING, logger="agentplatform.plumbing.ratelimits")
+    silent = SilentRedis()
+    try:
+        settings.CACHES = redis_cache_at(silent.url)
+        client = client_from("198.51.100.81")
+
+        # One more than the limit of 3, then the right password: nothing is counted.
+        failures = [sign_in(client, "operator", f"wrong-{n}").status_code for n in range(4)]
+        response = sign_in(client, "operator", PASSWORD)
+
+        assert failures == [200] * 4
+        assert (response.status_code, response["Location"]) == (302, "/admin/")
+        assert len(silent.accepted) == 1  # one stalled attempt (the socket timeout), not one per sign-in
+        warnings = [r.getMessage() for r in caplog.records if r.name == "agentplatform.plumbing.ratelimits"]
+        assert len(warnings) == 1
+        assert warnings[0].startswith("Rate-limit counters unavailable (TimeoutError")
+    finally:
+        silent.close()
+
+
+def test_counters_are_named_by_a_sha256_without_the_address_or_the_user_name(staff):
+    sign_in(client_from("198.51.100.90"), "Operator", "wrong")
+    sign_in(client_from("198.51.100.91"), "operator ", "wrong")
+
+    redis = cache._cache.get_client()  # the redis-py client behind Django's RedisCache
+    prefix = os.environ["CACHE_KEY_PREFIX"]
+    keys = sorted(key.decode() for key in redis.scan_iter(match=f"{prefix}:*"))
+    # One counter per address and one for the user name, whatever its case and spaces.
+    assert len(keys) == 3
+    assert all(re.fullmatch(rf"{prefix}:1:rl:[0-9a-f]{{64}}", key) for key in keys)
+    assert sorted(int(redis.get(key)) for key in keys) == [1, 1, 2]
+    assert all(0 < redis.ttl(key) <= 3600 + 5 for key in keys)  # the hour-long window and 5 s of slack
+
+
+def test_the_rate_limit_cache_is_checked_at_start_up_to_be_shared_and_atomic(settings):
+    assert [message.id for message in run_checks(tags=["caches"])] == []
+
+    settings.CACHES = {**settings.CACHES, "counters": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+    assert [message.id for message in run_checks(tags=["caches"])] == ["django_ratelimit.E003", "django_ratelimit.W001"]

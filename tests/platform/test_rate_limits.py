@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ from agents.models import ApiKeyKind
 from agents.services import api_key_create
 from tests.agents.factories import AgentFactory, bearer
 from tests.conftest import closed_port, redis_cache_at
-from tests.redisserver import redis_server
+from tests.redisserver import SilentRedis, redis_server
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.platform.urls_testonly")]
 
@@ -371,35 +370,10 @@ def test_redis_down_errors_under_api_are_still_problem_json(settings):
     assert (no_route.status_code, no_route["Content-Type"]) == (404, "application/problem+json")
 
 
-class _SilentRedis:
-    """A TCP server that accepts connections and never answers: a hung Redis."""
-
-    def __init__(self) -> None:
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(16)
-        self.port = self.server.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                return
-            self.accepted.append(connection)
-
-    def close(self) -> None:
-        self.server.close()
-        for connection in self.accepted:
-            connection.close()
-
-
 def test_hung_redis_is_tried_once_then_left_alone_for_the_retry_interval(settings):
-    silent = _SilentRedis()
+    silent = SilentRedis()
     try:
-        settings.CACHES = redis_cache_at(f"redis://127.0.0.1:{silent.port}/0")
+        settings.CACHES = redis_cache_at(silent.url)
         client = client_from("198.51.100.14")
 
         answers = [client.get("/api/agents") for _ in range(4)]
