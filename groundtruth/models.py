@@ -96,6 +96,10 @@ class IngestTrigger(models.TextChoices):
 class IngestRun(models.Model):
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="runs")
     ref = models.CharField(max_length=200)
+    follows_registry_ref = models.BooleanField(
+        default=False,
+        help_text="no ref was asked for: the worker ingests the ref sources.yml names when it re-reads it",
+    )
     commit = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=16, choices=IngestStatus.choices, default=IngestStatus.QUEUED)
     trigger = models.CharField(max_length=16, choices=IngestTrigger.choices, default=IngestTrigger.TASK)

@@ -46,8 +46,10 @@ class GitPushHookViewSet(RateLimitedViewMixin, viewsets.ViewSet):
             "(GitHub, Gitea and Forgejo sign the body with it: `X-Hub-Signature-256`, `X-Gitea-Signature`, "
             "`X-Forgejo-Signature`; GitLab sends it as `X-Gitlab-Token`). A push to the ref a registered "
             "repository follows queues its ingest as POST /ingest/repo does (202 with the run; a repository "
-            "with a run queued or running gets that run back, `created: false`; trigger `push`). A push to the "
-            "registry repository's ref re-reads sources.yml (answered in `registry`) and brand-assets.yml. "
+            "with a run queued or running gets that run back, `created: false`; trigger `push`), deciding from "
+            "the registry as last synced (the worker re-reads sources.yml before it ingests). A push to the "
+            "registry repository's ref queues a re-read of sources.yml and brand-assets.yml on a worker "
+            "(`registry` is the registry as last synced, before that re-read). Reads no git. "
             "Repositories are matched by URL (host and path of the clone, web or SSH URLs of the payload), not "
             "by name. Any other delivery (a ping, another event, another ref, a deleted ref, a repository the "
             "registry does not list) is 200 with `ignored` saying why. A delivery id (`X-GitHub-Delivery`, "
@@ -75,11 +77,9 @@ class GitPushHookViewSet(RateLimitedViewMixin, viewsets.ViewSet):
                     400: "A signed push whose payload is not JSON or names no ref or repository URL.",
                     401: "No signature header, or it does not match INGEST_WEBHOOK_SECRET (`invalid_signature`).",
                     404: "INGEST_WEBHOOK_SECRET is not set (`webhooks_off`).",
-                    409: "The source registry is invalid (a push to a registered repository), or the first "
-                    "delivery of this id is still being handled (`delivery_in_progress`).",
+                    409: "The first delivery of this id is still being handled (`delivery_in_progress`).",
                     413: "The payload is larger than INGEST_WEBHOOK_MAX_BYTES.",
                     429: "Rate limit exceeded.",
-                    503: "The registry repository cannot be reached (the host's retry is handled afresh).",
                 }
             ),
         },

@@ -245,8 +245,9 @@ class PushAcceptedSerializer(IngestAcceptedSerializer):
     registry = RegistrySummarySerializer(
         allow_null=True,
         help_text=(
-            "sources.yml as this push to the registry repository re-read it (`last_error` set: it is invalid and "
-            "the last good one stays served; brand-assets.yml is re-read on the worker); null for a push to "
-            "another repository"
+            "a push to the registry repository: sources.yml as a worker last synced it (`last_error` set: the "
+            "last re-read found it invalid and the last good one stays served); the re-read of sources.yml and "
+            "brand-assets.yml this push asks for is queued on a worker. Null for a push to another repository, "
+            "or before any sync"
         ),
     )

@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Callable
 
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -35,6 +36,7 @@ INGEST_ALL_TASK_NAME = "groundtruth: re-ingest every enabled repository"
 STALE_CLEAR_TASK_NAME = "groundtruth: clear stale ingest runs"
 ASKED_QUESTIONS_PURGE_TASK_NAME = "groundtruth: purge the audit of questions past its retention"
 BEAT_TASK_KWARGS = {"trigger": IngestTrigger.BEAT.value}
+REGISTRY_SYNC_TASK = "groundtruth.tasks.registry_sync_task"
 
 
 def registry_load() -> tuple[Registry, SourceRegistry]:
@@ -137,20 +139,25 @@ def ingest_request(
     enqueue: bool = True,
     visible: QuerySet[Repository] | None = None,
 ) -> list[RunRequest]:
-    """Re-reads the registry, then requests a run of one repository (or of every enabled one)
-    of `visible` (all when None; another is "not listed", as far as the caller can tell) and
-    enqueues the created runs once their transaction commits (and sends `ingest_queued`).
-    Call it outside a transaction.
+    """Requests a run of one repository (or of every enabled one) of `visible` (all when None;
+    another is "not listed", as far as the caller can tell), deciding from the registry as last
+    synced into PostgreSQL, and enqueues the created runs once their transaction commits (and
+    sends `ingest_queued`). Call it outside a transaction.
 
-    Raises Conflict when the registry is invalid or the repository is disabled, NotFound when
-    it is not listed, ServiceUnavailable when the registry repository cannot be reached.
+    It reads no git: a web host holds no git token, egress or cache (docs/deployment.md). The
+    worker re-reads sources.yml before it ingests (`groundtruth.ingest.pipeline`), so a
+    repository removed, disabled or changed since the last sync fails its run with the reason.
+    Callers that run where the registry can be read and want it fresh (commands, the beat's
+    re-ingest) call `registry_reload` first.
+
+    Raises Conflict when the repository is disabled, NotFound when it is not listed (or not yet
+    synced: a repository added to sources.yml is known once a worker has re-read it).
     """
-    registry_reload()
     repositories_seen = visible if visible is not None else Repository.objects.all()
     if repository_name:
         repository = repositories_seen.filter(name=repository_name).first()
         if repository is None:
-            raise NotFound(f"Repository {repository_name!r} is not listed in the source registry.")
+            raise NotFound(_not_listed_detail(repository_name))
         if not repository.enabled:
             raise Conflict(f"Repository {repository_name!r} is disabled in the source registry.", code="disabled")
         repositories = [repository]
@@ -159,10 +166,37 @@ def ingest_request(
     return ingest_runs_request(repositories=repositories, ref=ref, trigger=trigger, enqueue=enqueue)
 
 
+def _not_listed_detail(repository_name: str) -> str:
+    # A 404, not a run queued for a name nobody knows yet: an unknown name changes nothing (it
+    # may be a typo or out of the key's scope, and the answer must not tell which), and a
+    # repository added to sources.yml is known as soon as a worker re-reads it (a push to the
+    # registry repository, any ingest, the scheduled re-ingest, `manage.py ingest`).
+    synced = Registry.objects.filter(
+        location=registry_location(settings.SOURCE_REGISTRY_PATH), loaded_at__isnull=False
+    ).first()
+    when = (
+        f"last synced by a worker at {synced.loaded_at.isoformat(timespec='seconds')} (commit {synced.commit[:12]})"
+        if synced is not None and synced.loaded_at is not None
+        else "not yet synced by a worker"
+    )
+    return (
+        f"Repository {repository_name!r} is not listed in the source registry ({when}; the workers re-read "
+        "sources.yml on a push to the registry repository and before every ingest)."
+    )
+
+
+def registry_sync_enqueue() -> None:
+    """Asks a worker to re-read sources.yml (`groundtruth.tasks.registry_sync_task`) once the
+    current transaction commits: a web host never reads the registry repository itself."""
+    transaction.on_commit(
+        lambda: current_app.signature(REGISTRY_SYNC_TASK, queue=settings.CELERY_TASK_DEFAULT_QUEUE).apply_async()
+    )
+
+
 def registry_reload() -> Registry:
-    """`registry_load` for a request: an invalid registry is a Conflict listing its errors, an
-    unreachable one ServiceUnavailable. Commits on its own (the error record must survive the
-    refusal)."""
+    """`registry_load` where git is at hand (a worker, a command): an invalid registry is a
+    Conflict listing its errors, an unreachable one ServiceUnavailable. Commits on its own (the
+    error record must survive the refusal)."""
     try:
         registry_row, _ = registry_load()
     except RegistryInvalid as exc:
@@ -179,8 +213,8 @@ def registry_reload() -> Registry:
 def ingest_runs_request(
     *, repositories: list[Repository], ref: str | None, trigger: str, enqueue: bool = True
 ) -> list[RunRequest]:
-    """Requests a run of each repository (its active run, or a new one) after the registry was
-    re-read; the created runs are enqueued, and `ingest_queued` sent, when they commit."""
+    """Requests a run of each repository (its active run, or a new one); the created runs are
+    enqueued, and `ingest_queued` sent, when they commit."""
     with transaction.atomic():
         requests = [ingest_run_request(repository=repository, ref=ref, trigger=trigger) for repository in repositories]
         created = [request.run for request in requests if request.created]

@@ -8,6 +8,8 @@
   in between. Any other error fails the run at once.
 - `ingest_all(trigger="beat")`: re-reads the registry and requests a run of every enabled
   repository (the beat schedule calls it).
+- `registry_sync_task()`: re-reads sources.yml into the Registry and Repository rows; queued by
+  a push to the registry repository (web hosts read no git, so they ask a worker).
 - `ingest_runs_stale_clear_task()`: fails runs whose worker died (beat, every minute).
 - `judge_fit_task()`: fits a new relevance judge (`groundtruth/judge/fitting.py`), queued by
   `ingest_repo` after an ingest that changed the index enough (`judge_refit_due`); one fit at a
@@ -44,7 +46,7 @@ from groundtruth.ingest.runs import (
 from groundtruth.judge.fitting import judge_fit, judge_refit_due
 from groundtruth.models import IngestTrigger, Repository
 from groundtruth.question_audit import asked_questions_purge
-from groundtruth.services import ingest_request
+from groundtruth.services import REGISTRY_SYNC_TASK, ingest_request, registry_reload
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +125,7 @@ def judge_fit_task() -> int | None:
 def ingest_all(trigger: str = IngestTrigger.BEAT) -> list[int]:
     """Requests a run of every enabled repository; returns the ids of the runs it created."""
     try:
+        registry_reload()
         requests = ingest_request(repository_name=None, ref=None, trigger=trigger)
     except ApplicationError as exc:
         # An invalid registry (Conflict) or an unreachable one (ServiceUnavailable): the last
@@ -130,6 +133,19 @@ def ingest_all(trigger: str = IngestTrigger.BEAT) -> list[int]:
         logger.error("Re-ingest of every repository not started: %s %s", exc.detail, exc.errors or "")
         return []
     return [request.run.pk for request in requests if request.created]
+
+
+@shared_task(name=REGISTRY_SYNC_TASK)
+def registry_sync_task() -> str:
+    """Re-reads sources.yml; returns the commit now served. An invalid or missing file is recorded
+    on the Registry row (the admin and GET /repos show it) and the last good one stays; an
+    unreachable registry repository is logged, and the next push, ingest or beat re-reads it."""
+    try:
+        registry = registry_reload()
+    except ApplicationError as exc:
+        logger.error("The source registry was not re-read: %s %s", exc.detail, exc.errors or "")
+        return ""
+    return registry.commit
 
 
 @shared_task(name="groundtruth.tasks.ingest_runs_stale_clear_task")

@@ -76,21 +76,22 @@ class IngestViewSet(RateLimitedViewMixin, viewsets.GenericViewSet):
         operation_id="ingest_repo",
         summary="Ingest one repository, or every enabled one",
         description=(
-            "Re-reads the source registry, then queues an ingest run of `repo` at `ref` (omitted `repo`: "
-            "every enabled repository; omitted `ref`: the registry's ref). A repository that already has a "
-            "run queued or running gets that run back (`created: false`) instead of a second one. Returns "
-            "202 with the run ids; follow them at GET /ingest/runs/{id}. Needs a service key with scope "
-            "`ingest`."
+            "Queues an ingest run of `repo` at `ref` (omitted `repo`: every enabled repository; omitted `ref`: "
+            "the registry's ref), deciding from the source registry as a worker last synced it into the "
+            "database: the request reads no git. The worker re-reads sources.yml before it ingests, so a "
+            "repository removed or disabled since, or an invalid registry, fails the run with the reason (see "
+            "GET /ingest/runs/{id}). A repository that already has a run queued or running gets that run back "
+            "(`created: false`) instead of a second one. Returns 202 with the run ids; follow them at "
+            "GET /ingest/runs/{id}. Needs a service key with scope `ingest`."
         ),
         request=IngestRequestSerializer,
         responses={
             202: IngestAcceptedSerializer,
             **problem_responses(
                 {
-                    404: "The repository is not listed in the source registry.",
-                    409: "The source registry is invalid (`errors` name file, line and key) or the repository "
-                    "is disabled.",
-                    503: "The registry repository cannot be reached.",
+                    404: "The repository is not listed in the source registry as last synced (the detail says "
+                    "when a worker last re-read it).",
+                    409: "The repository is disabled in the source registry.",
                 }
             ),
         },

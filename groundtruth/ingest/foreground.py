@@ -8,7 +8,7 @@ from collections.abc import Callable
 from groundtruth.ingest.pipeline import ProgressCallback, ingest_run_execute
 from groundtruth.ingest.runs import ingest_run_claim, ingest_run_fail
 from groundtruth.models import IngestRun, IngestTrigger, Repository
-from groundtruth.services import ingest_request
+from groundtruth.services import ingest_request, registry_reload
 
 
 def ingest_foreground(
@@ -23,9 +23,12 @@ def ingest_foreground(
     A repository whose run is already active elsewhere is skipped (its active run is returned as
     is). Returns the runs, finished or failed.
 
-    Raises what `ingest_request` raises (invalid registry, unknown or disabled repository).
+    Re-reads the registry first (this process can: it is where the ingest runs), so a repository
+    just added to sources.yml is known. Raises what `registry_reload` and `ingest_request` raise
+    (invalid or unreachable registry, unknown or disabled repository).
     """
     runs: list[IngestRun] = []
+    registry_reload()
     requests = ingest_request(repository_name=repository_name, ref=ref, trigger=trigger, enqueue=False)
     for request in requests:
         if not request.created:

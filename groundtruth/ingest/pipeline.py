@@ -53,10 +53,12 @@ from groundtruth.ingest.runs import (
     ingest_run_commit_record,
     ingest_run_fail,
     ingest_run_heartbeat,
+    ingest_run_ref_follow,
     ingest_run_succeed,
 )
 from groundtruth.ingest.selection import SelectedFile, files_select, text_problem
 from groundtruth.models import Chunk, IngestRun, Repository, SourceFile
+from groundtruth.registry_files import RegistryInvalid
 from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
 from groundtruth.services import registry_load
 from groundtruth.source_store import (
@@ -171,7 +173,7 @@ def ingest_run_execute(*, run: IngestRun, progress: ProgressCallback | None = No
 
     `full=True` re-chunks every selected file even when its blob did not change (after a change
     of chunk sizes); embeddings are still reused by content hash. Raises IngestError (and
-    subclasses), RegistryInvalid, EmbeddingError or GitError after marking the run failed,
+    subclasses; an invalid registry is one), EmbeddingError or GitError after marking the run failed,
     except GitNetworkError and EmbeddingUnavailable, which leave the run running so that the
     caller can requeue it for a retry or fail it (`ingest_run_fail`).
     """
@@ -217,10 +219,21 @@ def _execute(
 ) -> IngestRun:
     mark = time.monotonic()
     state.phase = "registry"
-    registry_load()
+    # The run was accepted from the registry as last synced (a web host reads no git): sources.yml
+    # is re-read here, so a repository removed, disabled or changed since is handled with what it
+    # says now, and the reason is the run's error.
+    try:
+        registry_load()
+    except RegistryInvalid as exc:
+        raise IngestError(
+            f"the source registry is invalid, so this run did not start (the last good registry and the "
+            f"index stay served): {exc}"
+        ) from exc
     repository = Repository.objects.get(pk=run.repository_id)
     if not repository.enabled:
         raise IngestError(f"repository {repository.name} is disabled or no longer listed in the registry")
+    if run.follows_registry_ref and run.ref != repository.ref:
+        ingest_run_ref_follow(run=run, ref=repository.ref)
 
     backend = embedding_backend()
     if backend.enabled:

@@ -1,11 +1,13 @@
 """What a verified push (POST /hooks/git, groundtruth/ingest/push_events.py) does, and its deliveries.
 
 - A push to the ref a registered repository follows (`refs/heads/<ref>`, or `refs/tags/<ref>`
-  for a tag) queues that repository's ingest exactly as POST /ingest/repo does: the registry is
-  re-read first, and a repository with a run queued or running gets that run back.
-- A push to the registry repository's `SOURCE_REGISTRY_REF` re-reads sources.yml (an invalid one
-  is recorded and the last good one stays served, as for every re-read) and, through
-  `registry_pushed`, brand-assets.yml.
+  for a tag) queues that repository's ingest exactly as POST /ingest/repo does: decided from the
+  registry as last synced into PostgreSQL (the worker re-reads sources.yml before it ingests),
+  and a repository with a run queued or running gets that run back.
+- A push to the registry repository's `SOURCE_REGISTRY_REF` queues a re-read of sources.yml on a
+  worker (an invalid one is recorded and the last good one stays served, as for every re-read)
+  and, through `registry_pushed`, of brand-assets.yml. Nothing here reads git: a web host needs
+  no git token, egress or cache.
 - Anything else is ignored, with the reason: another event (a ping), a deleted ref, another
   ref, a repository the registry does not list (or lists disabled).
 
@@ -15,7 +17,7 @@ sources.yml are labels of our own, which need not be the host's `owner/name`.
 A delivery id is handled once. The first delivery claims its id (a row with no outcome yet,
 inserted under a unique constraint) and records its outcome when done; a later delivery with the
 same id is answered from that outcome (the runs as they are now) and queues nothing. A first
-delivery that fails (the registry cannot be reached) gives its id back, so that the host's retry
+delivery that fails (the database is down) gives its id back, so that the host's retry
 is handled afresh; one whose process died is taken over once it is older than
 `ABANDONED_CLAIM_SECONDS`. Rows older than `DELIVERY_RETENTION` are deleted as deliveries
 arrive (hosts redeliver within days).
@@ -32,21 +34,19 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agentplatform.plumbing.errors import Conflict, ServiceUnavailable
-from groundtruth.ingest.git_access import GitNetworkError
+from agentplatform.plumbing.errors import Conflict
 from groundtruth.ingest.push_events import PushHook, repository_url_key
 from groundtruth.ingest.runs import RunRequest
 from groundtruth.models import IngestRun, IngestTrigger, PushDelivery, Registry, Repository
-from groundtruth.registry_files import RegistryInvalid
 from groundtruth.selectors import registry_current
-from groundtruth.services import ingest_runs_request, registry_load, registry_reload
+from groundtruth.services import ingest_runs_request, registry_sync_enqueue
 from groundtruth.signals import registry_pushed
 
 logger = logging.getLogger(__name__)
 
 DELIVERY_RETENTION = timedelta(days=30)
-# Longer than the slowest first delivery can take (a registry fetch is bounded by
-# GIT_TIMEOUT_SECONDS, 300 s by default): an older claim without an outcome died with its process.
+# Far longer than a first delivery takes (a few queries; it reads no git): an older claim without an
+# outcome died with its process.
 ABANDONED_CLAIM_SECONDS = 900
 
 
@@ -64,9 +64,7 @@ class PushOutcome:
 def push_hook_handle(*, hook: PushHook) -> PushOutcome:
     """Does what the push asks (see the module's docstring), once per delivery id.
 
-    Raises Conflict when the registry is invalid and the push was to a registered repository (as
-    POST /ingest/repo does) or while the first delivery of this id is still being handled, and
-    ServiceUnavailable when the registry repository cannot be reached. Call it outside a
+    Raises Conflict while the first delivery of this id is still being handled. Call it outside a
     transaction."""
     if hook.delivery_id:
         earlier = _delivery_claim(hook)
@@ -152,23 +150,16 @@ def _push_outcome(hook: PushHook) -> PushOutcome:
     if not followed and not registry_pushed_to:
         return PushOutcome(ignored=_ignored_reason(hook, listed, to_registry))
 
-    registry = None
-    if followed:
-        # As POST /ingest/repo: the registry is re-read first (Conflict when it is invalid), and
-        # what it now says about these repositories decides.
-        registry = registry_reload()
-        listed = _repositories_at(keys)
-        followed = [
-            repository for repository in listed if repository.enabled and _ref_matches(hook.ref, repository.ref)
-        ]
-        if not followed and not registry_pushed_to:
-            return PushOutcome(ignored=_ignored_reason(hook, listed, to_registry))
-    elif registry_pushed_to:
-        registry = _registry_reread()
+    # Decided from the registry as last synced into PostgreSQL: a web host reads no git. The
+    # worker re-reads sources.yml before it ingests (a repository removed since fails its run with
+    # the reason), and a push to the registry repository queues that re-read on a worker.
     runs = ingest_runs_request(repositories=followed, ref=None, trigger=IngestTrigger.PUSH) if followed else []
-    if registry_pushed_to and not any(item.created for item in runs):
+    if not registry_pushed_to:
+        return PushOutcome(runs=runs)
+    registry_sync_enqueue()
+    if not any(item.created for item in runs):
         registry_pushed.send(sender=Registry)
-    return PushOutcome(runs=runs, registry=registry if registry_pushed_to else None)
+    return PushOutcome(runs=runs, registry=registry_current())
 
 
 def _repositories_at(keys: set[str]) -> list[Repository]:
@@ -180,20 +171,6 @@ def _repositories_at(keys: set[str]) -> list[Repository]:
 
 def _ref_matches(pushed: str, configured: str) -> bool:
     return pushed in {configured, f"refs/heads/{configured}", f"refs/tags/{configured}"}
-
-
-def _registry_reread() -> Registry:
-    """sources.yml re-read for a push to the registry repository: an invalid file is recorded on
-    the row (the last good registry stays served) and answered, not refused."""
-    try:
-        registry, _ = registry_load()
-    except RegistryInvalid:
-        recorded = registry_current()
-        assert recorded is not None  # registry_load recorded the error on this row
-        return recorded
-    except GitNetworkError as exc:
-        raise ServiceUnavailable(f"The registry repository cannot be reached: {exc}") from exc
-    return registry
 
 
 def _ignored_reason(hook: PushHook, listed: list[Repository], to_registry: bool) -> str:

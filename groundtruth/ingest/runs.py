@@ -52,7 +52,8 @@ class RunRequest:
 
 
 def ingest_run_request(*, repository: Repository, ref: str | None, trigger: str) -> RunRequest:
-    """The active run of `repository`, or a new queued one at `ref` (default: the registry's).
+    """The active run of `repository`, or a new queued one at `ref` (default: the registry's as
+    last synced, which the worker replaces by what sources.yml names when it re-reads it).
 
     The caller queues a created run for the worker (`ingest_runs_enqueue`).
     """
@@ -62,7 +63,9 @@ def ingest_run_request(*, repository: Repository, ref: str | None, trigger: str)
         return RunRequest(run=active, created=False)
     try:
         with transaction.atomic():
-            run = IngestRun.objects.create(repository=repository, ref=ref or repository.ref, trigger=trigger)
+            run = IngestRun.objects.create(
+                repository=repository, ref=ref or repository.ref, follows_registry_ref=not ref, trigger=trigger
+            )
     except IntegrityError:
         # Another request created one between our read and our insert.
         active = IngestRun.objects.filter(repository=repository, status__in=ACTIVE_STATUSES).first()
@@ -120,6 +123,13 @@ def ingest_run_commit_record(*, run: IngestRun, commit: str) -> None:
     """Records the commit a running run resolved its ref to."""
     IngestRun.objects.filter(pk=run.pk).update(commit=commit)
     run.commit = commit
+
+
+def ingest_run_ref_follow(*, run: IngestRun, ref: str) -> None:
+    """Moves a running run that asked for no ref to the ref sources.yml names now (the worker's
+    re-read changed it since the run was accepted)."""
+    IngestRun.objects.filter(pk=run.pk).update(ref=ref)
+    run.ref = ref
 
 
 def ingest_run_heartbeat(*, run_id: int, progress: Mapping[str, Any]) -> bool:

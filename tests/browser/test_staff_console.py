@@ -149,6 +149,7 @@ def test_an_ingest_runs_page_follows_the_run_live_without_a_reload(
 ):
     settings.INGEST_FILE_BATCH_SIZE = 1
     embedding_server.delay_seconds = 0.4  # each file's batch takes a moment: the run can be watched
+    services.registry_reload()  # as a worker syncs it: the request decides from the synced rows
     [request] = services.ingest_request(repository_name="acme/handbook", ref=None, trigger="admin", enqueue=False)
     run = request.run
 

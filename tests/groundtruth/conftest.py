@@ -103,12 +103,13 @@ HANDBOOK_GLOBS = {
 
 
 @pytest.fixture
-def registry_repo(settings, tmp_path: Path) -> Callable[[str], GitWorkTree]:
+def registry_repo(settings, tmp_path: Path) -> Callable[..., GitWorkTree]:
     """Returns a function that commits a new sources.yml to the registry repository (created on
-    first use) and points SOURCE_REGISTRY_REPO at it."""
+    first use) and points SOURCE_REGISTRY_REPO at it; with `synced=True` it then loads it into the
+    Registry and Repository rows, as a worker does (web requests decide from those rows)."""
     tree: GitWorkTree | None = None
 
-    def commit(content: str, message: str = "registry") -> GitWorkTree:
+    def commit(content: str, message: str = "registry", *, synced: bool = False) -> GitWorkTree:
         nonlocal tree
         if tree is None:
             tree = GitWorkTree.create(tmp_path / "registry")
@@ -117,6 +118,10 @@ def registry_repo(settings, tmp_path: Path) -> Callable[[str], GitWorkTree]:
         settings.SOURCE_REGISTRY_REPO = str(tree.path)
         settings.SOURCE_REGISTRY_REF = "main"
         settings.SOURCE_REGISTRY_PATH = "sources.yml"
+        if synced:
+            from groundtruth.services import registry_load  # the app, once Django is set up
+
+            registry_load()
         return tree
 
     return commit
@@ -125,6 +130,7 @@ def registry_repo(settings, tmp_path: Path) -> Callable[[str], GitWorkTree]:
 @pytest.fixture
 def handbook_registered(handbook: GitWorkTree, registry_repo) -> GitWorkTree:
     registry_repo(
-        sources_yaml({"name": "acme/handbook", "url": str(handbook.path), "trust": "canonical", **HANDBOOK_GLOBS})
+        sources_yaml({"name": "acme/handbook", "url": str(handbook.path), "trust": "canonical", **HANDBOOK_GLOBS}),
+        synced=True,
     )
     return handbook

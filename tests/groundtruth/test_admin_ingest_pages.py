@@ -282,3 +282,34 @@ def test_the_index_names_the_apps_in_words_and_offers_read_only_lists_as_view(ad
         ' aria-describedby="groundtruth-repository">View</a>',
         html=True,
     )
+
+
+def test_ingest_now_queues_from_the_synced_rows_without_reading_git(
+    admin_client, handbook, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    """A web host has no git access: the admin's action decides from the Repository rows."""
+    settings.SOURCE_REGISTRY_REPO = str(tmp_path / "no-such-registry")
+    settings.GIT_CACHE_DIR = tmp_path / "no-git-cache"
+    disabled = RepositoryFactory(name="demo/off", enabled=False)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = admin_client.post(
+            reverse("admin:groundtruth_repository_changelist"),
+            {"action": "ingest_now", "_selected_action": [handbook.pk, disabled.pk]},
+            follow=True,
+        )
+
+    run = IngestRun.objects.get()
+    assert (run.repository, run.status, run.trigger, run.ref, run.follows_registry_ref) == (
+        handbook,
+        "queued",
+        "admin",
+        "main",
+        True,
+    )
+    assert len(callbacks) == 2  # the run's task and the brand-asset sync
+    run_url = reverse("admin:groundtruth_ingestrun_change", args=[run.pk])
+    assert [str(message) for message in response.context["messages"]] == [
+        f'demo/handbook: queued as <a href="{run_url}">run {run.pk}</a> (queued)',
+        "demo/off: Repository 'demo/off' is disabled in the source registry.",
+    ]
+    assert not (tmp_path / "no-git-cache").exists()

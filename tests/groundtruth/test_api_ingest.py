@@ -13,7 +13,8 @@ from agents.models import ApiKeyKind
 from agents.services import api_key_create
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.runs import STALE_RUNNING_ERROR
-from groundtruth.models import IngestRun, IngestStatus, Registry, Repository
+from groundtruth.models import Chunk, IngestRun, IngestStatus, Registry, Repository
+from groundtruth.tasks import ingest_repo
 from tests.groundtruth.conftest import HANDBOOK_GLOBS, sources_yaml
 from tests.groundtruth.factories import IngestRunFactory, RepositoryFactory, bearer, service_key
 from tests.groundtruth.run_bodies import queued_run_body
@@ -44,7 +45,6 @@ def test_post_with_a_read_only_or_agent_key_is_403_and_queues_nothing(api_client
             "code": "forbidden",
         }
     assert IngestRun.objects.count() == 0
-    assert Repository.objects.count() == 0  # the registry was not even read
 
 
 def test_post_queues_one_run_and_a_second_request_gets_the_same_run(
@@ -78,7 +78,8 @@ def test_post_without_repo_queues_every_enabled_repository(api_client, registry_
             {"name": "acme/b", "url": str(handbook.path), **HANDBOOK_GLOBS},
             {"name": "acme/a", "url": str(handbook.path), **HANDBOOK_GLOBS},
             {"name": "acme/off", "url": str(handbook.path), "include": ["*.md"], "enabled": "false"},
-        )
+        ),
+        synced=True,
     )
     response = api_client.post("/ingest/repo", {}, format="json", **bearer(service_key("ingest")))
     assert response.status_code == 202
@@ -113,51 +114,109 @@ def test_post_with_invalid_fields_is_400_naming_the_field(api_client, handbook_r
     assert IngestRun.objects.count() == 0
 
 
-def test_post_for_an_unlisted_repository_is_404(api_client, handbook_registered):
+def test_post_for_an_unlisted_repository_is_404_saying_when_the_registry_was_synced(api_client, handbook_registered):
+    registry = Registry.objects.get()
     response = api_client.post("/ingest/repo", {"repo": "acme/unknown"}, format="json", **bearer(service_key("ingest")))
     assert response.status_code == 404
-    assert response.json()["detail"] == "Repository 'acme/unknown' is not listed in the source registry."
+    assert response.json()["detail"] == (
+        "Repository 'acme/unknown' is not listed in the source registry (last synced by a worker at "
+        f"{registry.loaded_at.isoformat(timespec='seconds')} (commit {registry.commit[:12]}); the workers re-read "
+        "sources.yml on a push to the registry repository and before every ingest)."
+    )
     assert IngestRun.objects.count() == 0
 
 
-def test_post_with_an_invalid_registry_is_409_with_its_errors_and_keeps_everything(
+def test_post_before_any_sync_is_404_saying_the_registry_is_not_synced_yet(api_client, registry_repo, handbook):
+    registry_repo(sources_yaml({"name": "acme/handbook", "url": str(handbook.path), **HANDBOOK_GLOBS}))
+    response = api_client.post(
+        "/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(service_key("ingest"))
+    )
+    assert response.status_code == 404
+    assert response.json()["detail"] == (
+        "Repository 'acme/handbook' is not listed in the source registry (not yet synced by a worker; the workers "
+        "re-read sources.yml on a push to the registry repository and before every ingest)."
+    )
+    every = api_client.post("/ingest/repo", {}, format="json", **bearer(service_key("ingest")))
+    assert (every.status_code, every.json()) == (202, {"run_ids": [], "runs": []})
+    assert (IngestRun.objects.count(), Repository.objects.count(), Registry.objects.count()) == (0, 0, 0)
+
+
+def test_post_reads_no_git_it_decides_from_the_registry_as_last_synced(
+    api_client, handbook_registered, settings, tmp_path
+):
+    """A web host has no git access (docs/deployment.md): the request is accepted from the rows."""
+    settings.SOURCE_REGISTRY_REPO = str(tmp_path / "no-such-registry")
+    settings.GIT_CACHE_DIR = tmp_path / "no-git-cache"
+    response = api_client.post(
+        "/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(service_key("ingest"))
+    )
+    assert response.status_code == 202
+    run = IngestRun.objects.get()
+    assert response.json() == {"run_ids": [run.pk], "runs": [queued_run_body(run, trigger="api", created=True)]}
+    assert not (tmp_path / "no-git-cache").exists()
+
+
+def _worker_runs(run: IngestRun) -> IngestRun:
+    """What the worker does with the queued run (the task, in this process)."""
+    ingest_repo.apply(args=[run.repository_id, run.ref], kwargs={"run_id": run.pk, "trigger": run.trigger})
+    return IngestRun.objects.get(pk=run.pk)
+
+
+def test_a_repository_removed_from_the_registry_since_the_sync_fails_its_run_on_the_worker(
     api_client, handbook_registered, registry_repo
 ):
-    secret = service_key("ingest")
-    api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(secret))
-    IngestRun.objects.update(status=IngestStatus.SUCCEEDED)
+    other = {"name": "acme/other", "url": str(handbook_registered.path), **HANDBOOK_GLOBS}
+    registry_repo(sources_yaml(other), "acme/handbook removed")  # not yet synced
+    response = api_client.post(
+        "/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(service_key("ingest"))
+    )
+    assert response.status_code == 202
+    run = _worker_runs(IngestRun.objects.get())
+
+    assert (run.status, run.phase, run.error) == (
+        IngestStatus.FAILED,
+        "failed",
+        "IngestError: repository acme/handbook is disabled or no longer listed in the registry",
+    )
+    assert list(Repository.objects.order_by("name").values_list("name", "enabled")) == [
+        ("acme/handbook", False),
+        ("acme/other", True),
+    ]
+    assert Chunk.objects.count() == 0
+    assert api_client.get(f"/ingest/runs/{run.pk}", **bearer(service_key("read"))).json()["error"] == run.error
+
+
+def test_with_an_invalid_registry_the_post_is_accepted_and_the_worker_fails_the_run_with_its_errors(
+    api_client, handbook_registered, registry_repo
+):
     before = list(Repository.objects.values_list("name", "url", "include", "enabled"))
     registry_repo("repos:\n  - name: acme/handbook\n    url: ./x\n    includes: ['*.md']\n", "typo")
 
-    response = api_client.post("/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(secret))
-
-    assert response.status_code == 409
-    body = response.json()
-    assert (body["code"], body["detail"]) == (
-        "registry_invalid",
-        "The source registry is invalid; the last good registry and the indexed data stay served.",
+    response = api_client.post(
+        "/ingest/repo", {"repo": "acme/handbook"}, format="json", **bearer(service_key("ingest"))
     )
-    assert body["errors"] == [
-        {
-            "field": "sources.yml",
-            "message": "sources.yml:4: repos[0].includes: unknown key; allowed keys: enabled, exclude, include, name, "
-            "owners, ref, trust, url",
-        },
-        {
-            "field": "sources.yml",
-            "message": "sources.yml:2: repos[0].include: no include globs (set them here or in defaults)",
-        },
+    assert response.status_code == 202
+    run = _worker_runs(IngestRun.objects.get())
+
+    errors = [
+        "sources.yml:4: repos[0].includes: unknown key; allowed keys: enabled, exclude, include, name, owners, ref, "
+        "trust, url",
+        "sources.yml:2: repos[0].include: no include globs (set them here or in defaults)",
     ]
-    assert IngestRun.objects.count() == 1
+    assert (run.status, run.error) == (
+        IngestStatus.FAILED,
+        "IngestError: the source registry is invalid, so this run did not start (the last good registry and the "
+        f"index stay served): {'; '.join(errors)}",
+    )
     assert list(Repository.objects.values_list("name", "url", "include", "enabled")) == before
     registry = Registry.objects.get()
-    assert registry.last_error == "\n".join(error["message"] for error in body["errors"])
+    assert registry.last_error == "\n".join(errors)
     assert "includes:" not in registry.content  # the last good registry is kept
 
 
 def test_post_for_a_disabled_repository_is_409(api_client, registry_repo, handbook):
     off = {"name": "acme/off", "url": str(handbook.path), "include": ["*.md"], "enabled": "false"}
-    registry_repo(sources_yaml(off))
+    registry_repo(sources_yaml(off), synced=True)
     response = api_client.post("/ingest/repo", {"repo": "acme/off"}, format="json", **bearer(service_key("ingest")))
     assert response.status_code == 409
     assert response.json()["detail"] == "Repository 'acme/off' is disabled in the source registry."
@@ -292,10 +351,9 @@ def test_post_from_a_key_limited_to_other_repositories_is_the_unlisted_404_and_q
         sources_yaml(
             {"name": "acme/a", "url": str(handbook.path), "owners": ["docs-team"], **HANDBOOK_GLOBS},
             {"name": "acme/b", "url": str(handbook.path), "owners": ["platform"], **HANDBOOK_GLOBS},
-        )
+        ),
+        synced=True,  # the key's names are checked against the synced registry
     )
-    # The first POST loads the registry (the key's names are checked against it).
-    api_client.post("/ingest/repo", {"repo": "acme/none"}, format="json", **bearer(service_key("ingest")))
     _, secret = api_key_create(kind=ApiKeyKind.SERVICE, name="docs", scopes=["ingest"], scope_owners=["docs-team"])
 
     out_of_scope = api_client.post("/ingest/repo", {"repo": "acme/b"}, format="json", **bearer(secret))
@@ -306,7 +364,7 @@ def test_post_from_a_key_limited_to_other_repositories_is_the_unlisted_404_and_q
     assert (out_of_scope.status_code, unlisted.status_code) == (404, 404)
     assert out_of_scope.json() == {
         **unlisted.json(),
-        "detail": "Repository 'acme/b' is not listed in the source registry.",
+        "detail": unlisted.json()["detail"].replace("'acme/c'", "'acme/b'"),
     }
     assert [(run["repo"], run["created"]) for run in every.json()["runs"]] == [("acme/a", True)]
     assert list(IngestRun.objects.values_list("repository__name", flat=True)) == ["acme/a"]

@@ -19,6 +19,7 @@ from groundtruth.ingest.push import ABANDONED_CLAIM_SECONDS, DELIVERY_RETENTION
 from groundtruth.ingest.push_events import repository_url_key
 from groundtruth.models import IngestRun, IngestStatus, PushDelivery, Registry, Repository
 from groundtruth.services import registry_load
+from groundtruth.tasks import ingest_repo, registry_sync_task
 from tests import celeryworker
 from tests.conftest import closed_port
 from tests.gitrepos import GitWorkTree
@@ -120,7 +121,6 @@ def _secret(settings) -> None:
 @pytest.fixture
 def handbook_listed(handbook_registered: GitWorkTree) -> GitWorkTree:
     """acme/handbook in the registry, and its Repository row as the last registry load left it."""
-    registry_load()
     return handbook_registered
 
 
@@ -409,9 +409,20 @@ def test_a_payload_over_the_limit_is_413_and_one_over_the_api_body_limit_is_read
     )
 
 
-def test_a_push_to_the_registry_repository_rereads_sources_and_brand_assets(
+def _registry_body(registry: Registry) -> dict:
+    return {
+        "location": registry.location,
+        "commit": registry.commit,
+        "loaded_at": registry.loaded_at.isoformat().replace("+00:00", "Z"),
+        "last_error": registry.last_error,
+        "last_error_at": registry.last_error_at and registry.last_error_at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def test_a_push_to_the_registry_repository_queues_its_reread_on_a_worker(
     api_client, handbook_listed, registry_repo, handbook, django_capture_on_commit_callbacks
 ):
+    synced = Registry.objects.get()
     tree = registry_repo(
         sources_yaml(
             {"name": "acme/handbook", "url": str(handbook.path), **HANDBOOK_GLOBS},
@@ -423,55 +434,77 @@ def test_a_push_to_the_registry_repository_rereads_sources_and_brand_assets(
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = deliver(api_client, body, gitea(body))
 
+    # The web request reads no git: it answers the registry as last synced, and a worker re-reads it.
     assert response.status_code == 202
-    registry = Registry.objects.get()
-    assert response.json() == {
-        "run_ids": [],
-        "runs": [],
-        "registry": {
-            "location": registry.location,
-            "commit": tree.head(),
-            "loaded_at": registry.loaded_at.isoformat().replace("+00:00", "Z"),
-            "last_error": "",
-            "last_error_at": None,
-        },
-    }
-    assert sorted(Repository.objects.values_list("name", flat=True)) == ["acme/handbook", "acme/second"]
+    assert response.json() == {"run_ids": [], "runs": [], "registry": _registry_body(synced)}
+    assert list(Repository.objects.values_list("name", flat=True)) == ["acme/handbook"]
     assert IngestRun.objects.count() == 0
-    assert len(callbacks) == 1  # brand-assets.yml, synced on the worker
+    assert len(callbacks) == 2  # sources.yml and brand-assets.yml, re-read on the worker
+
+    assert registry_sync_task.apply().get() == tree.head()
+    assert Registry.objects.get().commit == tree.head()
+    assert sorted(Repository.objects.values_list("name", flat=True)) == ["acme/handbook", "acme/second"]
 
 
-def test_an_invalid_registry_pushed_is_recorded_and_the_last_good_one_stays(api_client, handbook_listed, registry_repo):
-    good_commit = Registry.objects.get().commit
+def test_an_invalid_registry_pushed_is_recorded_by_the_worker_and_the_last_good_one_stays(
+    api_client, handbook_listed, registry_repo
+):
+    good = Registry.objects.get()
     tree = registry_repo("repos:\n  - name: no-slash\n", "broken")
     body = encoded(push_payload("github", url=str(tree.path)))
     response = deliver(api_client, body, github(body))
-    assert response.status_code == 202
-    registry = response.json()["registry"]
-    assert registry["commit"] == good_commit
-    assert registry["last_error"].startswith("sources.yml:2: repos[0].name: 'no-slash' is not of the form owner/name")
-    assert list(Repository.objects.values_list("name", "enabled")) == [("acme/handbook", True)]
+    assert (response.status_code, response.json()["registry"]) == (202, _registry_body(good))
 
-    # A push to a registered repository while the registry is invalid is refused as POST /ingest/repo is.
+    assert registry_sync_task.apply().get() == ""
+    registry = Registry.objects.get()
+    assert registry.commit == good.commit
+    assert registry.last_error.startswith("sources.yml:2: repos[0].name: 'no-slash' is not of the form owner/name")
+    assert list(Repository.objects.values_list("name", "enabled")) == [("acme/handbook", True)]
+    body = encoded(push_payload("github", url=str(tree.path)))
+    assert deliver(api_client, body, github(body)).json()["registry"] == _registry_body(registry)
+
+    # A push to a registered repository while the registry is invalid is accepted from the last good
+    # sync; the worker's re-read fails the run with the registry's errors.
     body = encoded(push_payload("github", url=str(handbook_listed.path)))
     response = deliver(api_client, body, github(body, delivery="push-while-invalid"))
-    assert (response.status_code, response.json()["code"]) == (409, "registry_invalid")
-    assert IngestRun.objects.count() == 0
-    assert not PushDelivery.objects.filter(delivery_id="push-while-invalid").exists()  # a retry is handled afresh
+    assert response.status_code == 202
+    [run] = IngestRun.objects.all()
+    ingest_repo.apply(args=[run.repository_id, run.ref], kwargs={"run_id": run.pk, "trigger": run.trigger})
+    run.refresh_from_db()
+    assert (run.status, run.error) == (
+        IngestStatus.FAILED,
+        "IngestError: the source registry is invalid, so this run did not start (the last good registry and the "
+        f"index stay served): {registry.last_error.replace(chr(10), '; ')}",
+    )
 
 
-def test_a_push_the_reread_registry_no_longer_follows_is_ignored(api_client, handbook_listed, registry_repo):
+def test_a_push_accepted_before_the_registry_changed_its_ref_is_ingested_at_the_new_ref(
+    api_client, handbook_listed, registry_repo, no_embeddings
+):
+    handbook_listed.branch("release")
+    handbook_listed.write("docs/release.md", "# Release\n\nThe release notes.\n")
+    handbook_listed.commit("release notes")
+    release = handbook_listed.head()
     registry_repo(
         sources_yaml({"name": "acme/handbook", "url": str(handbook_listed.path), "ref": "release", **HANDBOOK_GLOBS}),
         "follow the release branch",
     )
     body = encoded(push_payload("github", url=str(handbook_listed.path)))
     response = deliver(api_client, body, github(body))
-    assert (response.status_code, response.json()) == (
-        200,
-        {"ignored": "refs/heads/main is not a followed ref of acme/handbook (followed: refs/heads/release)"},
-    )
-    assert (IngestRun.objects.count(), Repository.objects.get().ref) == (0, "release")
+    assert response.status_code == 202  # the registry as last synced follows main
+    [run] = IngestRun.objects.all()
+    assert (run.ref, run.follows_registry_ref) == ("main", True)
+
+    ingest_repo.apply(args=[run.repository_id, run.ref], kwargs={"run_id": run.pk, "trigger": run.trigger})
+
+    run.refresh_from_db()
+    assert (run.status, run.ref, run.commit, run.error) == (IngestStatus.SUCCEEDED, "release", release, "")
+    assert Repository.objects.get().ref == "release"
+    # Synced now: the next push to main is ignored on the web host.
+    body = encoded(push_payload("github", url=str(handbook_listed.path)))
+    assert deliver(api_client, body, github(body)).json() == {
+        "ignored": "refs/heads/main is not a followed ref of acme/handbook (followed: refs/heads/release)"
+    }
 
 
 def test_a_push_to_another_branch_of_the_registry_repository_is_ignored(api_client, handbook_listed, settings):
@@ -483,13 +516,19 @@ def test_a_push_to_another_branch_of_the_registry_repository_is_ignored(api_clie
     )
 
 
-def test_an_unreachable_registry_is_503_and_the_delivery_id_is_given_back(api_client, handbook_listed, settings):
+def test_a_push_is_accepted_without_reading_the_registry_repository(api_client, handbook_listed, settings, tmp_path):
+    """A web host holds no git access: an unreachable registry repository changes nothing here."""
     settings.SOURCE_REGISTRY_REPO = f"http://127.0.0.1:{closed_port()}/registry.git"
+    settings.GIT_CACHE_DIR = tmp_path / "no-git-cache"
     body = encoded(push_payload("github", url=str(handbook_listed.path)))
-    headers = github(body, delivery="while-down")
-    response = deliver(api_client, body, headers)
-    assert (response.status_code, response.json()["code"]) == (503, "unavailable")
-    assert (IngestRun.objects.count(), PushDelivery.objects.count()) == (0, 0)
+    response = deliver(api_client, body, github(body, delivery="registry-down"))
+    run = IngestRun.objects.get()
+    assert (response.status_code, response.json()) == (
+        202,
+        {"run_ids": [run.pk], "runs": [run_body(run, created=True)], "registry": None},
+    )
+    assert PushDelivery.objects.get().outcome == {"run_ids": [run.pk], "registry": False}
+    assert not (tmp_path / "no-git-cache").exists()
 
 
 def test_webhooks_are_rate_limited_per_client_ip_as_public_requests(api_client, handbook_listed, settings):

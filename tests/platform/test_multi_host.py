@@ -15,6 +15,9 @@ busy cores, most of it processes starting.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import re
 import secrets
 import shutil
@@ -56,6 +59,7 @@ GIT_PORT = 8080
 DATABASE_NAME = "agentplatform"
 PUBLIC_LIMIT = 100  # RATE_LIMIT_PUBLIC's default, per client IP and minute
 STARTUP_SECONDS = 120
+WEBHOOK_SECRET = secrets.token_urlsafe(24)
 T = TypeVar("T")
 
 
@@ -202,6 +206,7 @@ def host_environment(
         "GIT_ALLOW_PRIVATE_HOSTS": ",".join(network.subnets),
         "GROUNDTRUTH_PREFIX": "",
         "INGEST_SCHEDULE": "off",
+        "INGEST_WEBHOOK_SECRET": WEBHOOK_SECRET,
         "CELERY_TASK_ALWAYS_EAGER": "false",
     }
 
@@ -344,8 +349,11 @@ def test_a_web_only_host_serves_everything_from_the_shared_database_and_redis(de
     handbook = deployment.upstream.trees["acme/handbook"]
     commit = handbook.head()
 
-    # The ingest, asked of the web host, runs on a worker; the brand assets are synced beside it.
-    accepted = httpx.post(f"{deployment.web}/ingest/repo", json={}, headers=bearer(operator), timeout=30)
+    # The git host's push of the registry repository, delivered to the web-only host (no git there):
+    # a worker re-reads sources.yml into the database, and the web hosts decide from it.
+    registry_synced_by_a_worker(deployment, operator)
+    # The ingest, asked of the web-only host, runs on a worker; the brand assets are synced beside it.
+    accepted = httpx.post(f"{deployment.web_only}/ingest/repo", json={}, headers=bearer(operator), timeout=30)
     assert accepted.status_code == 202, accepted.text
     [run_id] = accepted.json()["run_ids"]
     run = run_finished(deployment.web_only, operator, run_id)
@@ -380,11 +388,9 @@ def test_a_web_only_host_serves_everything_from_the_shared_database_and_redis(de
 
     public_limit_counted_across_both_web_hosts(deployment)
     web_only_answers(deployment, operator, commit)
-    # What it answered came from no disk of its own: no git cache, no file at all.
+    ingest_accepted_without_the_registry(deployment, operator)
+    # What it answered and accepted came from no disk of its own: no git cache, no file at all.
     assert sorted(deployment.var_dirs["web-only"].iterdir()) == []
-    # The web host read the registry to accept the ingest request; that clone is all it has.
-    assert sorted(path.name for path in deployment.var_dirs["web"].iterdir()) == ["git-cache"]
-    ingest_refused_without_the_registry(deployment, operator)
     revoked_on_one_host_refused_on_the_other(deployment, operator)
 
 
@@ -501,15 +507,53 @@ def web_only_answers(deployment: Deployment, key: str, commit: str) -> None:
     assert (logo.status_code, logo.content) == (200, LIGHT_LOGO)
 
 
-def ingest_refused_without_the_registry(deployment: Deployment, key: str) -> None:
-    """An ingest request re-reads sources.yml from the registry repository in the request: a web
-    host that cannot reach it (no route, or the git host gone) refuses it with a 503 and queues
-    nothing (docs/deployment.md)."""
-    before = httpx.get(f"{deployment.web_only}/ingest/runs", headers=bearer(key), timeout=30).json()
-    refused = httpx.post(f"{deployment.web_only}/ingest/repo", json={}, headers=bearer(key), timeout=60)
-    assert (refused.status_code, refused.json()["code"]) == (503, "unavailable"), refused.text
-    assert refused.json()["detail"].startswith("The registry repository cannot be reached: ")
-    assert httpx.get(f"{deployment.web_only}/ingest/runs", headers=bearer(key), timeout=30).json() == before
+def registry_synced_by_a_worker(deployment: Deployment, key: str) -> None:
+    """A signed push of the registry repository's ref, as its git host sends it, to the web-only
+    host's /hooks/git: it queues the re-read on a worker, and GET /repos there then lists
+    what sources.yml says (docs/deployment.md)."""
+    registry_url = deployment.environment["web-only"]["SOURCE_REGISTRY_REPO"]
+    body = json.dumps(
+        {
+            "ref": "refs/heads/main",
+            "after": deployment.upstream.registry.head(),
+            "repository": {"clone_url": registry_url},
+        }
+    ).encode()
+    signature = hmac.new(WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": f"sha256={signature}",
+    }
+    pushed = httpx.post(f"{deployment.web_only}/hooks/git", content=body, headers=headers, timeout=30)
+    assert (pushed.status_code, pushed.json()["runs"], pushed.json()["registry"]) == (202, [], None), pushed.text
+
+    def listed() -> list[tuple[str, bool]] | None:
+        repos = httpx.get(f"{deployment.web_only}/repos", headers=bearer(key), timeout=10).json()
+        names = [(repository["name"], repository["enabled"]) for repository in repos["repositories"]]
+        return names if repos["registry"] and repos["registry"]["commit"] else None
+
+    assert until("the registry synced by a worker", listed) == [("acme/handbook", True)]
+
+
+def ingest_accepted_without_the_registry(deployment: Deployment, key: str) -> None:
+    """With the upstream gone, the web-only host still accepts an ingest request at once, from the
+    registry as last synced (it never reads git); the worker that takes the run is the one that
+    finds the registry repository unreachable (docs/deployment.md)."""
+    accepted = httpx.post(
+        f"{deployment.web_only}/ingest/repo", json={"repo": "acme/handbook"}, headers=bearer(key), timeout=30
+    )
+    assert accepted.status_code == 202, accepted.text
+    [run] = accepted.json()["runs"]
+    assert (run["repo"], run["ref"], run["created"]) == ("acme/handbook", "main", True)
+
+    def taken() -> dict[str, Any] | None:
+        url = f"{deployment.web_only}/ingest/runs/{run['id']}"
+        body = httpx.get(url, headers=bearer(key), timeout=10).json()
+        return body if body["attempts"] else None
+
+    assert until("the run taken by a worker", taken)["attempts"] >= 1
 
 
 def public_limit_counted_across_both_web_hosts(deployment: Deployment) -> None:

@@ -14,7 +14,7 @@ from agentplatform.demo.brand_assets import demo_brand_assets_create
 from agentplatform.demo.platform import demo_platform_seed
 from agentplatform.demo.sources import demo_sources_create
 from groundtruth.models import IngestTrigger
-from groundtruth.services import ingest_request
+from groundtruth.services import ingest_request, registry_reload
 
 CREDENTIALS_FILE = "demo-credentials.json"
 
@@ -77,6 +77,7 @@ class Command(BaseCommand):
             return
         registry = demo_sources_create(root=demo_root)
         demo_brand_assets_create(root=demo_root, registry_repo=registry)
+        registry_reload()
         runs = ingest_request(repository_name=None, ref=None, trigger=IngestTrigger.COMMAND)
         self.stdout.write(
             self.style.SUCCESS(
