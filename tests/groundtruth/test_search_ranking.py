@@ -263,6 +263,38 @@ def test_hits_carry_the_searched_repositories_without_joining_them_per_candidate
     assert [query["sql"] for query in queries.captured_queries if '"groundtruth_repository"' in query["sql"]] == []
 
 
+def test_candidates_are_read_as_ranking_needs_them_and_full_rows_only_for_the_results(settings):
+    settings.JUDGE_ENABLED = False
+    repository = RepositoryFactory(name="acme/handbook")
+    sections = [
+        Section(path=f"docs/s{n}.md", heading=("Sessions", f"Part {n}"), text=f"Sessions part {n} cookie", start_line=1)
+        for n in range(5)
+    ]
+    indexed = chunks_index(repository, sections)
+
+    with CaptureQueriesContext(connection) as queries:
+        outcome = chunk_search(query="sessions cookie", repositories=[repository], limit=2)
+
+    assert sorted(outcome.candidates) == sorted(chunk.pk for chunk in indexed)
+    assert {candidate.heading[-1] for candidate in outcome.candidates.values()} == {f"Part {n}" for n in range(5)}
+    assert {candidate.trust for candidate in outcome.candidates.values()} == {indexed[0].trust}
+    assert {candidate.repository_id for candidate in outcome.candidates.values()} == {repository.pk}
+    assert len(outcome.hits) == 2
+    assert sorted(outcome.chunks) == sorted(hit.chunk.pk for hit in outcome.hits)
+    assert [hit.chunk.text for hit in outcome.hits] == [Chunk.objects.get(pk=hit.chunk.pk).text for hit in outcome.hits]
+    chunk_reads = [query["sql"] for query in queries.captured_queries if 'FROM "groundtruth_chunk"' in query["sql"]]
+    assert len(chunk_reads) == 2
+    candidate_read, results_read = chunk_reads
+    assert candidate_read.startswith(
+        'SELECT "groundtruth_chunk"."id" AS "id", "groundtruth_chunk"."repository_id" AS "repository_id", '
+        '"groundtruth_chunk"."trust" AS "trust", "groundtruth_chunk"."heading" AS "heading" FROM "groundtruth_chunk" '
+    )
+    assert '"groundtruth_chunk"."text"' in results_read and '"groundtruth_chunk"."embedding"' not in results_read
+    assert sorted(int(number) for number in results_read.split(" IN (")[1].split(")")[0].split(", ")) == sorted(
+        outcome.chunks
+    )
+
+
 def test_repeated_queries_are_served_from_the_embedding_cache():
     cache = query_embedding_cache()
     cache.clear()
