@@ -10,13 +10,20 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from groundtruth.models import Chunk
-from groundtruth.search.dense_search import DenseHit, dense_candidates
+from groundtruth.search.dense_search import (
+    DenseHit,
+    dense_candidates,
+    dense_search_sql,
+    dense_session_statements,
+    vector_literal,
+)
 from groundtruth.search.fusion import dense_ranking, dense_score, reciprocal_rank_fusion
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import query_lexemes
 from groundtruth.search.lexical_search import candidate_lexemes, lexical_candidates, lexical_query_build
 from groundtruth.search.query_embedding import query_embed, query_embedding_cache
 from groundtruth.search.snippets import snippets_narrow
+from groundtruth.vector_index import vector_index_name
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, Section, chunks_index
 
@@ -155,6 +162,31 @@ def test_dense_leg_filtered_to_a_small_repository_is_not_starved(settings):
 
     assert sorted(hit.chunk_id for hit in hits) == sorted(chunk.pk for chunk in small_chunks)
     assert hits[0].chunk_id == small_chunks[0].pk
+
+
+def test_the_dense_leg_takes_both_hnsw_indexes_even_on_a_small_table():
+    repository = RepositoryFactory(name="acme/handbook")
+    chunks_index(repository, HANDBOOK)
+    embedding = query_embed(text="Which Redis broker do workers use?")
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        for statement in dense_session_statements():
+            cursor.execute(statement)
+        cursor.execute(
+            "EXPLAIN (COSTS OFF) " + dense_search_sql(dimension=len(embedding.vector)),
+            {
+                "embedding": vector_literal(embedding.vector),
+                "repository_ids": [repository.pk],
+                "model": embedding.model_name,
+                "depth": 5,
+            },
+        )
+        scans = [row[0].strip() for row in cursor.fetchall() if "Scan" in row[0] and "CTE Scan" not in row[0]]
+
+    assert [scan.split(" on ")[0] for scan in scans] == [
+        f"->  Index Scan using {vector_index_name(model_name=embedding.model_name, dimension=384, column=column)}"
+        for column in ("embedding", "heading_embedding")
+    ] + ["->  Index Scan using groundtruth_chunk_pkey"]
 
 
 def test_a_strongly_matching_community_passage_outranks_a_weakly_matching_canonical_one(settings):
