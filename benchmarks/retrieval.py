@@ -347,6 +347,7 @@ def questions_ask(
     folds: set[str] | None = None,
 ) -> Run:
     """Every question (of `folds`) through the service: search legs, fused ranking, /ask."""
+    from groundtruth.models import Chunk
     from groundtruth.search.abstention import evidence_features
     from groundtruth.search.ask import question_answer
     from groundtruth.search.fusion import dense_ranking
@@ -360,7 +361,8 @@ def questions_ask(
         for wording, text in question.texts.items():
             outcome = chunk_search(query=text, repositories=repositories, limit=TOP, fusion=fusion)
             features, _ = evidence_features(outcome, question=text)
-            chunks = outcome.chunks
+            # The search loads full rows of its results only; the ranks read every candidate's lines.
+            chunks = Chunk.objects.only("path", "start_line", "end_line").in_bulk(list(outcome.candidates))
             answer = question_answer(
                 question=text,
                 repository_names=None,

@@ -159,7 +159,7 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
     spellings = sorted(set().union(*name_spellings.values()))
 
     heading_weight = outcome.fusion.heading_weight if outcome.fusion else settings.SEARCH_HEADING_WEIGHT
-    repository_of = {chunk_id: chunk.repository_id for chunk_id, chunk in outcome.chunks.items()}
+    repository_of = {chunk_id: candidate.repository_id for chunk_id, candidate in outcome.candidates.items()}
     dense = outcome.dense_hits  # best dense score first
     lexical = outcome.lexical_hits
     named_dense = [hit for hit in dense if repository_of.get(hit.chunk_id) in named_ids]

@@ -66,9 +66,16 @@ def dense_search_sql(*, dimension: int) -> str:
 
 def dense_session_statements() -> list[str]:
     """Transaction-local HNSW settings (set_config(..., true) is SET LOCAL: they end with the
-    surrounding transaction and never leak into a pooled connection). One round trip."""
+    surrounding transaction and never leak into a pooled connection). One round trip.
+
+    enable_seqscan off: below some tens of thousands of chunks the planner estimates a sequential
+    scan (the distance to every row, an exact top-N) cheaper than the HNSW index, and is wrong:
+    EXPLAIN ANALYZE of this query on benchmarks/search_throughput.py's 3,000 chunks gave a median
+    61 ms by two sequential scans against 9 ms by the two indexes (docs/inference.md). The rest of
+    the search's transaction reads by primary key or after the legs, so nothing else loses by it."""
     return [
         "SELECT "
+        "set_config('enable_seqscan', 'off', true), "
         f"set_config('hnsw.ef_search', '{int(settings.SEARCH_HNSW_EF_SEARCH)}', true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
         f"set_config('hnsw.max_scan_tuples', '{int(settings.SEARCH_HNSW_MAX_SCAN_TUPLES)}', true)"

@@ -61,6 +61,17 @@ class SearchHit:
         return citation_for(self.chunk, start_line=self.chunk.start_line, end_line=self.chunk.end_line)
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """What fusion and re-ranking read of a candidate of either leg; full rows are loaded for
+    the results only (SearchOutcome.chunks)."""
+
+    chunk_id: int
+    repository_id: int
+    trust: str
+    heading: list[str]
+
+
 @dataclass
 class SearchOutcome:
     query: str
@@ -70,7 +81,10 @@ class SearchOutcome:
     lexical_hits: list[LexicalHit] = field(default_factory=list)
     dense_hits: list[DenseHit] = field(default_factory=list)  # best dense score first
     embedding: QueryEmbedding | None = None
-    chunks: dict[int, Chunk] = field(default_factory=dict)  # every candidate of either leg
+    # Every candidate of either leg, as ranking reads it.
+    candidates: dict[int, Candidate] = field(default_factory=dict)
+    # Full rows of the `limit` results and of the candidates the judge read (not of every candidate).
+    chunks: dict[int, Chunk] = field(default_factory=dict)
     fusion: FusionParameters | None = None
     rerank_evidence: dict[int, RerankEvidence] = field(default_factory=dict)  # of the re-ranked candidates
     judge: ActiveJudge | None = None
@@ -117,7 +131,7 @@ def _rerank_evidence(
     fused: list[FusedHit],
     dense_hits: list[DenseHit],
     lexical_hits: list[LexicalHit],
-    chunks: dict[int, Chunk],
+    candidates: dict[int, Candidate],
     query: LexicalQuery,
     fusion: FusionParameters,
 ) -> dict[int, RerankEvidence]:
@@ -135,7 +149,7 @@ def _rerank_evidence(
         chunk_id: rerank_evidence(
             dense_score=dense_score(dense[chunk_id], heading_weight=fusion.heading_weight),
             heading_similarity=dense[chunk_id].heading_similarity,
-            heading=chunks[chunk_id].heading,
+            heading=candidates[chunk_id].heading,
             lexical_share=bm25_share(lexical[chunk_id].score, idf=idf) if chunk_id in lexical else 0.0,
             coverage=idf_share(
                 lexical[chunk_id].matched_lexemes if chunk_id in lexical else looked_up.get(chunk_id, set()), idf=idf
@@ -178,6 +192,21 @@ def _judged(
     return ordered + fused[depth:], scores
 
 
+def _chunks_fetch(*, chunk_ids: list[int], repositories: list[Repository]) -> dict[int, Chunk]:
+    """The full rows of `chunk_ids` without their vectors, each given its repository from
+    `repositories` (both legs filter by them) instead of joining it, which built a Repository and
+    decoded its JSON fields for every row."""
+    repository_by_id = {repository.pk: repository for repository in repositories}
+    chunks = {}
+    for chunk in (
+        Chunk.objects.filter(pk__in=chunk_ids).order_by().defer("embedding", "heading_embedding", "search_vector")
+    ):
+        if chunk.repository_id in repository_by_id:
+            chunk.repository = repository_by_id[chunk.repository_id]
+        chunks[chunk.pk] = chunk
+    return chunks
+
+
 def chunk_search(
     *,
     query: str,
@@ -197,6 +226,10 @@ def chunk_search(
     """
     fusion = fusion or fusion_parameters_configured()
     embedding = query_embed(text=query)
+    # The judge reads with the embedding model: without it (lexical search) nothing is judged.
+    # Chosen before the snapshot: the candidates it reads need their full rows fetched in it.
+    active = (judge_in_use() if judge is True else (judge or None)) if embedding is not None else None
+    judge_depth = max(settings.SEARCH_JUDGE_DEPTH, limit)
     depth = max(settings.SEARCH_CANDIDATE_DEPTH, limit)
     repository_ids = [repository.pk for repository in repositories]
     with _consistent_snapshot():
@@ -213,33 +246,23 @@ def chunk_search(
             else []
         )
         candidate_ids = {hit.chunk_id for hit in lexical_hits} | {hit.chunk_id for hit in dense_hits}
-        # The vectors and the tsvector stay in the database: parsing two 384-dimension vectors per
-        # candidate would cost more than the search itself.
-        # Each candidate's repository is one of `repositories` (both legs filter by them): set from
-        # those rather than joined, which built a Repository and decoded its JSON fields for each
-        # of the ~100 candidates of a query (a third of a /search request's Python time,
-        # docs/inference.md).
-        # Unordered: the model's default order (repository name, path) would join the repositories
-        # back in just to sort rows that go into a dict.
-        candidates = (
-            Chunk.objects.filter(pk__in=candidate_ids)
+        # Of the ~145 candidates of a query only what ranking reads: building full Chunk rows
+        # (text, four JSON fields) for each was a seventh of a /search request under load
+        # (docs/inference.md). Unordered: the model's default order joins the repositories.
+        candidates = {
+            chunk_id: Candidate(chunk_id=chunk_id, repository_id=repository_id, trust=trust, heading=heading)
+            for chunk_id, repository_id, trust, heading in Chunk.objects.filter(pk__in=candidate_ids)
             .order_by()
-            .defer("embedding", "heading_embedding", "search_vector")
-        )
-        repository_by_id = {repository.pk: repository for repository in repositories}
-        chunks = {}
-        for chunk in candidates:
-            if chunk.repository_id in repository_by_id:
-                chunk.repository = repository_by_id[chunk.repository_id]
-            chunks[chunk.pk] = chunk
+            .values_list("id", "repository_id", "trust", "heading")
+        }
         dense_hits = [
-            hit for hit in dense_ranking(dense_hits, heading_weight=fusion.heading_weight) if hit.chunk_id in chunks
+            hit for hit in dense_ranking(dense_hits, heading_weight=fusion.heading_weight) if hit.chunk_id in candidates
         ]
-        lexical_hits = [hit for hit in lexical_hits if hit.chunk_id in chunks]
+        lexical_hits = [hit for hit in lexical_hits if hit.chunk_id in candidates]
         fused = reciprocal_rank_fusion(
             lexical_ids=[hit.chunk_id for hit in lexical_hits],
             dense_ids=[hit.chunk_id for hit in dense_hits],
-            trust_by_chunk={chunk_id: chunk.trust for chunk_id, chunk in chunks.items()},
+            trust_by_chunk={chunk_id: candidate.trust for chunk_id, candidate in candidates.items()},
             lexical_weight=fusion.lexical_weight,
             dense_weight=fusion.dense_weight,
             rank_constant=fusion.rank_constant,
@@ -249,19 +272,26 @@ def chunk_search(
             fused=fused,
             dense_hits=dense_hits,
             lexical_hits=lexical_hits,
-            chunks=chunks,
+            candidates=candidates,
             query=lexical_query,
             fusion=fusion,
         )
-    relevances = {
-        chunk_id: relevance(
-            found, weights=fusion.rerank_weights, trust_weight=fusion.trust_weights.get(chunks[chunk_id].trust, 0.0)
+        relevances = {
+            chunk_id: relevance(
+                found,
+                weights=fusion.rerank_weights,
+                trust_weight=fusion.trust_weights.get(candidates[chunk_id].trust, 0.0),
+            )
+            for chunk_id, found in evidence.items()
+        }
+        fused = _reranked(fused, relevances=relevances)
+        # Full rows for the results, or for every candidate the judge may read (it re-orders its
+        # head, so any of them may become a result). The vectors and the tsvector stay in the
+        # database: parsing two 384-dimension vectors per row would cost more than the search.
+        chunks = _chunks_fetch(
+            chunk_ids=[hit.chunk_id for hit in fused[: judge_depth if active is not None else limit]],
+            repositories=repositories,
         )
-        for chunk_id, found in evidence.items()
-    }
-    fused = _reranked(fused, relevances=relevances)
-    # The judge reads with the embedding model: without it (lexical search) nothing is judged.
-    active = (judge_in_use() if judge is True else (judge or None)) if embedding is not None else None
     judge_scores: dict[int, float] = {}
     if active is not None:
         try:
@@ -271,7 +301,7 @@ def chunk_search(
                 query=query,
                 chunks=chunks,
                 relevances=relevances,
-                depth=max(settings.SEARCH_JUDGE_DEPTH, limit),
+                depth=judge_depth,
                 relevance_weight=settings.SEARCH_JUDGE_RELEVANCE_WEIGHT,
             )
         except EmbeddingError as exc:  # the model stopped answering since the query was embedded
@@ -304,6 +334,7 @@ def chunk_search(
         lexical_hits=lexical_hits,
         dense_hits=dense_hits,
         embedding=embedding,
+        candidates=candidates,
         chunks=chunks,
         fusion=fusion,
         rerank_evidence=evidence,

@@ -10,13 +10,20 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from groundtruth.models import Chunk
-from groundtruth.search.dense_search import DenseHit, dense_candidates
+from groundtruth.search.dense_search import (
+    DenseHit,
+    dense_candidates,
+    dense_search_sql,
+    dense_session_statements,
+    vector_literal,
+)
 from groundtruth.search.fusion import dense_ranking, dense_score, reciprocal_rank_fusion
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import query_lexemes
 from groundtruth.search.lexical_search import candidate_lexemes, lexical_candidates, lexical_query_build
 from groundtruth.search.query_embedding import query_embed, query_embedding_cache
 from groundtruth.search.snippets import snippets_narrow
+from groundtruth.vector_index import vector_index_name
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import COMMUNITY, HANDBOOK, Section, chunks_index
 
@@ -157,6 +164,31 @@ def test_dense_leg_filtered_to_a_small_repository_is_not_starved(settings):
     assert hits[0].chunk_id == small_chunks[0].pk
 
 
+def test_the_dense_leg_takes_both_hnsw_indexes_even_on_a_small_table():
+    repository = RepositoryFactory(name="acme/handbook")
+    chunks_index(repository, HANDBOOK)
+    embedding = query_embed(text="Which Redis broker do workers use?")
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        for statement in dense_session_statements():
+            cursor.execute(statement)
+        cursor.execute(
+            "EXPLAIN (COSTS OFF) " + dense_search_sql(dimension=len(embedding.vector)),
+            {
+                "embedding": vector_literal(embedding.vector),
+                "repository_ids": [repository.pk],
+                "model": embedding.model_name,
+                "depth": 5,
+            },
+        )
+        scans = [row[0].strip() for row in cursor.fetchall() if "Scan" in row[0] and "CTE Scan" not in row[0]]
+
+    assert [scan.split(" on ")[0] for scan in scans] == [
+        f"->  Index Scan using {vector_index_name(model_name=embedding.model_name, dimension=384, column=column)}"
+        for column in ("embedding", "heading_embedding")
+    ] + ["->  Index Scan using groundtruth_chunk_pkey"]
+
+
 def test_a_strongly_matching_community_passage_outranks_a_weakly_matching_canonical_one(settings):
     handbook = RepositoryFactory(name="acme/handbook", trust="canonical")
     community = RepositoryFactory(name="acme/community", trust="community")
@@ -261,6 +293,38 @@ def test_hits_carry_the_searched_repositories_without_joining_them_per_candidate
     assert all(hit.chunk.repository in (flask, django) for hit in outcome.hits)
     assert {id(hit.chunk.repository) for hit in outcome.hits} == {id(flask), id(django)}
     assert [query["sql"] for query in queries.captured_queries if '"groundtruth_repository"' in query["sql"]] == []
+
+
+def test_candidates_are_read_as_ranking_needs_them_and_full_rows_only_for_the_results(settings):
+    settings.JUDGE_ENABLED = False
+    repository = RepositoryFactory(name="acme/handbook")
+    sections = [
+        Section(path=f"docs/s{n}.md", heading=("Sessions", f"Part {n}"), text=f"Sessions part {n} cookie", start_line=1)
+        for n in range(5)
+    ]
+    indexed = chunks_index(repository, sections)
+
+    with CaptureQueriesContext(connection) as queries:
+        outcome = chunk_search(query="sessions cookie", repositories=[repository], limit=2)
+
+    assert sorted(outcome.candidates) == sorted(chunk.pk for chunk in indexed)
+    assert {candidate.heading[-1] for candidate in outcome.candidates.values()} == {f"Part {n}" for n in range(5)}
+    assert {candidate.trust for candidate in outcome.candidates.values()} == {indexed[0].trust}
+    assert {candidate.repository_id for candidate in outcome.candidates.values()} == {repository.pk}
+    assert len(outcome.hits) == 2
+    assert sorted(outcome.chunks) == sorted(hit.chunk.pk for hit in outcome.hits)
+    assert [hit.chunk.text for hit in outcome.hits] == [Chunk.objects.get(pk=hit.chunk.pk).text for hit in outcome.hits]
+    chunk_reads = [query["sql"] for query in queries.captured_queries if 'FROM "groundtruth_chunk"' in query["sql"]]
+    assert len(chunk_reads) == 2
+    candidate_read, results_read = chunk_reads
+    assert candidate_read.startswith(
+        'SELECT "groundtruth_chunk"."id" AS "id", "groundtruth_chunk"."repository_id" AS "repository_id", '
+        '"groundtruth_chunk"."trust" AS "trust", "groundtruth_chunk"."heading" AS "heading" FROM "groundtruth_chunk" '
+    )
+    assert '"groundtruth_chunk"."text"' in results_read and '"groundtruth_chunk"."embedding"' not in results_read
+    assert sorted(int(number) for number in results_read.split(" IN (")[1].split(")")[0].split(", ")) == sorted(
+        outcome.chunks
+    )
 
 
 def test_repeated_queries_are_served_from_the_embedding_cache():
