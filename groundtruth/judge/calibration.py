@@ -1,12 +1,17 @@
 """Refusal thresholds calibrated on each corpus's own mined pairs, not on labelled questions.
 
 A fitted judge scores the held-out mined queries of the corpus (`fitting.py`): each query's own
-passage (a positive) and the passages retrieval put near it (negatives). The refusal threshold
-of a repository is, by default (SEPARATION), the score that best separates its held-out
-positives from its held-out negatives: "sources missing" when the best passage scores like a
-passage retrieval put near a title rather than like the passage written for it. The former rule
-(POSITIVE_QUANTILE: the score below which `refusal_share` of the positives fall) sat below what
-unrelated passages score for a real question (measured in docs/ground-truth-judge.md). A
+passage (a positive) and the passages retrieval put near it (negatives). Two rules set a
+repository's refusal threshold from them:
+
+- POSITIVE_QUANTILE (the default): the score below which `refusal_share` of its held-out
+  positives fall: "sources missing" when the best passage scores lower than the judge scores all
+  but that share of the passages the maintainers wrote to answer a title;
+- SEPARATION: the score that best separates its held-out positives from its held-out negatives:
+  "sources missing" when the best passage scores like a passage retrieval put near a title.
+
+Measured on the whole development set (docs/ground-truth-judge.md) the first refuses almost
+nothing and the second too much of what is answerable where the mined negatives score high. A
 repository with fewer than MIN_POSITIVES held-out positives takes the pooled threshold. No
 constant is fitted to labelled questions; the thresholds move with each corpus's scores.
 """
@@ -64,11 +69,11 @@ def separating_score(positives: Sequence[float], negatives: Sequence[float]) -> 
 
 
 def refusal_thresholds(
-    scored: Sequence[HeldOutScores], *, share: float, calibration: str = SEPARATION
+    scored: Sequence[HeldOutScores], *, share: float, calibration: str = POSITIVE_QUANTILE
 ) -> tuple[dict[str, float], float]:
-    """(threshold by repository, pooled threshold), each rounded down to 4 decimals. SEPARATION:
-    the score that best separates the repository's held-out positives from its held-out
-    negatives; POSITIVE_QUANTILE: the score below which `share` of its positives fall."""
+    """(threshold by repository, pooled threshold), each rounded down to 4 decimals.
+    POSITIVE_QUANTILE: the score below which `share` of the repository's held-out positives fall;
+    SEPARATION: the score that best separates its held-out positives from its held-out negatives."""
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration {calibration!r} is not one of {', '.join(CALIBRATIONS)}")
 

@@ -16,6 +16,7 @@ from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend
 from groundtruth.ingest.index_text import INDEX_VERSION
 from groundtruth.judge.calibration import (
     POSITIVE_QUANTILE,
+    SEPARATION,
     HeldOutScores,
     held_out_accuracy,
     refusal_thresholds,
@@ -226,6 +227,9 @@ def test_refusal_thresholds_are_the_score_below_which_a_share_of_held_out_positi
     assert thresholds == {"acme/a": 2.5}
     assert pooled == 0.75
     assert held_out_accuracy(scored) == (5 / 8, 5 / 8)
+    # The default of a fit (the separation refused too much of what was answerable, docs/).
+    assert JudgeFitOptions().calibration == POSITIVE_QUANTILE
+    assert refusal_thresholds(scored, share=0.2) == (thresholds, pooled)
     with pytest.raises(ValueError, match="calibration 'median' is not one of separation, positive_quantile"):
         refusal_thresholds(scored, share=0.2, calibration="median")
 
@@ -245,7 +249,7 @@ def test_separation_thresholds_are_the_score_best_separating_a_repositorys_posit
     assert separating_score([0.5, 0.6, 0.7, 0.8, 0.9], [0.2, 0.7, 0.3, 0.4, 0.45, 0.25]) == 0.5
     # Equal separations: the lowest threshold (it refuses fewest positives).
     assert separating_score([1.0, 3.0], [2.0, 4.0]) == 1.0
-    thresholds, pooled = refusal_thresholds(scored, share=0.05)
+    thresholds, pooled = refusal_thresholds(scored, share=0.05, calibration=SEPARATION)
     assert thresholds == {"acme/a": 0.5}
     # Pooled, acme/b's 0.1 and 0.05 join: 0.5 still separates best (5/6 - 1/7 against 1/7 at 0.1).
     assert pooled == 0.5
@@ -418,7 +422,7 @@ def test_a_judge_fitted_on_a_corpus_is_stored_with_its_calibration_and_decides_r
     chunks = chunks_index(repository, HANDBOOK)
     Repository.objects.filter(pk=repository.pk).update(chunk_count=len(chunks), index_version=INDEX_VERSION)
 
-    row = judge_fit(options=JudgeFitOptions(negatives=3, epochs=5, piece_weights=True))
+    row = judge_fit(options=JudgeFitOptions(negatives=3, epochs=5, piece_weights=True, calibration=SEPARATION))
 
     assert (row.index_version, row.chunk_count, row.repositories) == (INDEX_VERSION, 26, ["acme/handbook"])
     assert (row.query_count, row.pair_count, row.held_out_query_count) == (20, 80, 6)

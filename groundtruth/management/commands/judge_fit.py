@@ -5,7 +5,8 @@ no question with a known answer is used) and read through the embedding model's 
 late-interaction judge (`groundtruth/judge/late_interaction.py`) is scored on the held-out mined
 queries in MiniLM's own token space and with a projection learned on the others, the better one
 is kept, and its per-repository refusal thresholds are calibrated on those held-out queries
-(the score separating their positives from their negatives). The
+(by default the score below which --refusal-share of their positives fall; --calibration separation:
+the score separating their positives from their negatives). The
 new judge is stored (a RelevanceJudge row and its artifact under JUDGE_DIR) and used by search
 and /ask from then on. Prints the pairs, the time, the peak resident memory and the held-out
 accuracy. A corpus too small to fit on leaves the previous judge in use (exit status 1, and why).
