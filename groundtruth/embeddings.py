@@ -264,6 +264,18 @@ class LocalSentenceTransformer:
             return []
         return self._load().token_vectors(texts, batch_size=self.batch_size, max_tokens=max_tokens)
 
+    def token_ids(self, texts: list[str], *, max_tokens: int | None = None) -> list[Any]:
+        """Each text's word-piece ids, aligned with `token_vectors`' rows (ONNX Runtime only)."""
+        if self.runtime != "onnx":
+            raise EmbeddingError("token ids need EMBEDDING_RUNTIME=onnx")
+        return self._load().token_ids(texts, max_tokens=max_tokens)
+
+    def vocabulary_size(self) -> int:
+        """The tokenizer's number of word pieces (ONNX Runtime only)."""
+        if self.runtime != "onnx":
+            raise EmbeddingError("the vocabulary needs EMBEDDING_RUNTIME=onnx")
+        return int(self._load().tokenizer.get_vocab_size())
+
     @property
     def state(self) -> str:
         if self._model is not None:

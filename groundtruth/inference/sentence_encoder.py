@@ -82,6 +82,19 @@ class OnnxSentenceEncoder:
             vectors[indexes] = embedding
         return vectors if vectors is not None else np.empty((0, 0), dtype=np.float32)
 
+    def token_ids(self, texts: list[str], *, max_tokens: int | None = None) -> list[np.ndarray]:
+        """Each text's word-piece ids, the rows `token_vectors` returns for it ([CLS] and [SEP]
+        left out, truncated alike): what the judge weights a question's pieces by."""
+        limit = min(max_tokens or self.max_seq_length, self.max_seq_length)
+        identified = []
+        for encoding in self.tokenizer.encode_batch(texts):
+            ids = [
+                piece for piece, mask in zip(encoding.ids[:limit], encoding.attention_mask[:limit], strict=True) if mask
+            ]
+            end = len(ids) - 1 if ids and ids[-1] == self.sep_id else len(ids)
+            identified.append(np.array(ids[1:end], dtype=np.int64))
+        return identified
+
     def token_vectors(self, texts: list[str], *, batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
         """Each text's token vectors (tokens x dimension, float32, unit length, [CLS] and [SEP]
         left out), in the order given: what the relevance judge compares token by token.

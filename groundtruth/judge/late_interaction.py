@@ -16,7 +16,7 @@ the held-out mined queries better than the identity does (`fitting.py`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import numpy as np
 
 CONFIG_FILE = "judge.json"
 PROJECTION_FILE = "projection.npy"
+PIECE_WEIGHTS_FILE = "piece_idf.npy"
 KIND = "late_interaction"
 
 
@@ -35,6 +36,16 @@ def _unit_rows(vectors: np.ndarray) -> np.ndarray:
 class LateInteractionJudge:
     passage_tokens: int  # a passage is read up to this many tokens
     projection: np.ndarray | None = None  # dimension x dimension; None: MiniLM's own token space
+    # A weight per word piece of the vocabulary (the corpus's IDF, `piece_idf`): a question's
+    # filler pieces ("how", "the", "?") find a partner in any passage, so they weigh little in
+    # the mean. None: every piece weighs the same.
+    piece_weights: np.ndarray | None = None
+
+    def query_weights(self, piece_ids: np.ndarray) -> np.ndarray | None:
+        """The weights of a question's pieces (None: unweighted)."""
+        if self.piece_weights is None:
+            return None
+        return self.piece_weights[np.clip(piece_ids, 0, len(self.piece_weights) - 1)]
 
     def project(self, vectors: np.ndarray) -> np.ndarray:
         """Token vectors (unit rows) in the judge's space (unit rows again)."""
@@ -42,19 +53,30 @@ class LateInteractionJudge:
             return vectors
         return _unit_rows(vectors @ self.projection)
 
-    def score(self, query: np.ndarray, passage: np.ndarray) -> float:
-        """MaxSim of projected token vectors: the mean, over the query's tokens, of each one's
-        best cosine with a passage token (0 for an empty side)."""
+    def score(self, query: np.ndarray, passage: np.ndarray, weights: np.ndarray | None = None) -> float:
+        """MaxSim of projected token vectors: the mean, over the query's tokens (weighted by
+        `weights`, one per query token, when given), of each one's best cosine with a passage
+        token (0 for an empty side)."""
         if not len(query) or not len(passage):
             return 0.0
-        return float((query @ passage.T).max(axis=1).mean())
+        best = (query @ passage.T).max(axis=1)
+        if weights is None or not float(weights.sum()) > 0:
+            return float(best.mean())
+        return float((best * weights).sum() / weights.sum())
 
     def save(self, directory: str | Path, **described: object) -> None:
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
         if self.projection is not None:
             np.save(target / PROJECTION_FILE, self.projection.astype(np.float32))
-        config = {"kind": KIND, "passage_tokens": self.passage_tokens, "projection": self.projection is not None}
+        if self.piece_weights is not None:
+            np.save(target / PIECE_WEIGHTS_FILE, self.piece_weights.astype(np.float32))
+        config = {
+            "kind": KIND,
+            "passage_tokens": self.passage_tokens,
+            "projection": self.projection is not None,
+            "piece_weights": self.piece_weights is not None,
+        }
         (target / CONFIG_FILE).write_text(json.dumps({**config, **described}, indent=2))
 
     @classmethod
@@ -66,7 +88,23 @@ class LateInteractionJudge:
         projection = np.load(Path(directory) / PROJECTION_FILE) if config["projection"] else None
         if projection is not None and (projection.ndim != 2 or projection.shape[0] != projection.shape[1]):
             raise ValueError(f"{directory}: the projection is {projection.shape}, not square")
-        return cls(passage_tokens=int(config["passage_tokens"]), projection=projection)
+        # Judges saved before piece weights existed weigh every piece the same.
+        weights = np.load(Path(directory) / PIECE_WEIGHTS_FILE) if config.get("piece_weights") else None
+        if weights is not None and weights.ndim != 1:
+            raise ValueError(f"{directory}: the piece weights are {weights.shape}, not a vector")
+        return cls(passage_tokens=int(config["passage_tokens"]), projection=projection, piece_weights=weights)
+
+
+def piece_idf(documents: Iterable[np.ndarray], *, vocabulary_size: int) -> np.ndarray:
+    """Each word piece's inverse document frequency over `documents` (their piece ids), BM25's
+    form log(1 + (N - df + 0.5) / (df + 0.5)): positive for every piece, highest for a piece no
+    document holds, near 0 for one every document holds."""
+    frequency = np.zeros(vocabulary_size, dtype=np.float64)
+    count = 0
+    for ids in documents:
+        frequency[np.unique(ids)] += 1
+        count += 1
+    return np.log1p((count - frequency + 0.5) / (frequency + 0.5)).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -77,6 +115,7 @@ class TokenisedQuery:
     query: np.ndarray
     positive: np.ndarray
     negatives: tuple[np.ndarray, ...]
+    query_piece_ids: np.ndarray | None = None  # the query's word pieces, one per row of `query`
 
 
 def late_interaction_fit(

@@ -111,20 +111,26 @@ def passages_judge(judge: ActiveJudge, *, query: str, chunks: Sequence[Chunk]) -
     model cannot run (the caller then searches without the judge)."""
     backend = embedding_backend()
     token_vectors = getattr(backend, "token_vectors", None)
-    if token_vectors is None:
+    token_ids = getattr(backend, "token_ids", None)
+    if token_vectors is None or token_ids is None:
         raise EmbeddingError(f"the relevance judge needs the local embedding model, not {backend.describe()}")
     missing = [chunk for chunk in chunks if (chunk.pk, chunk.content_hash) not in judge.passages_cache]
     texts = [query] + [judge_passage(path=chunk.path, text=chunk.text) for chunk in missing]
     # One call: the question and the passages not yet seen share the model's batches.
     vectors = token_vectors(texts, max_tokens=judge.model.passage_tokens)
     question = judge.model.project(vectors[0])
+    weights = (
+        judge.model.query_weights(token_ids([query], max_tokens=judge.model.passage_tokens)[0])
+        if judge.model.piece_weights is not None
+        else None
+    )
     for chunk, passage in zip(missing, vectors[1:], strict=True):
         judge.passages_cache[(chunk.pk, chunk.content_hash)] = judge.model.project(passage).astype(np.float16)
     scores = {}
     for chunk in chunks:
         key = (chunk.pk, chunk.content_hash)
         judge.passages_cache.move_to_end(key)
-        scores[chunk.pk] = round(judge.model.score(question, judge.passages_cache[key].astype(np.float32)), 6)
+        scores[chunk.pk] = round(judge.model.score(question, judge.passages_cache[key].astype(np.float32), weights), 6)
     while len(judge.passages_cache) > PASSAGE_CACHE_SIZE:
         judge.passages_cache.popitem(last=False)
     return scores

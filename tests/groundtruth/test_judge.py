@@ -14,9 +14,24 @@ from agentplatform.health import health_probe
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend
 from groundtruth.ingest.index_text import INDEX_VERSION
-from groundtruth.judge.calibration import HeldOutScores, held_out_accuracy, refusal_thresholds, score_quantile
-from groundtruth.judge.fitting import JudgeFitOptions, held_out_score, judge_fit, judge_refit_due, mined_tokenise
-from groundtruth.judge.late_interaction import LateInteractionJudge, late_interaction_fit
+from groundtruth.judge.calibration import (
+    POSITIVE_QUANTILE,
+    SEPARATION,
+    HeldOutScores,
+    held_out_accuracy,
+    refusal_thresholds,
+    score_quantile,
+    separating_score,
+)
+from groundtruth.judge.fitting import (
+    JudgeFitOptions,
+    corpus_piece_idf,
+    held_out_score,
+    judge_fit,
+    judge_refit_due,
+    mined_tokenise,
+)
+from groundtruth.judge.late_interaction import LateInteractionJudge, late_interaction_fit, piece_idf
 from groundtruth.judge.pair_mining import MinedQuery, judge_passage, pairs_mine, section_query
 from groundtruth.judge.scoring import judge_in_use, judge_load_failure, judge_state, passages_judge
 from groundtruth.models import IngestRun, IngestStatus, RelevanceJudge, Repository
@@ -126,6 +141,54 @@ def test_token_vectors_leave_out_the_special_tokens_and_a_text_matches_itself_fu
     assert judge.score(reset, np.empty((0, 384), dtype=np.float32)) == 0.0
 
 
+def test_token_ids_are_the_word_pieces_of_the_token_vectors_rows():
+    backend = embedding_backend()
+    assert isinstance(backend, LocalSentenceTransformer)
+    tokenizer = backend._load().tokenizer
+
+    reset, cut = backend.token_ids(["reset password", RESET], max_tokens=8)
+
+    assert reset.tolist() == [tokenizer.token_to_id("reset"), tokenizer.token_to_id("password")]
+    # Cut at 8 like the vectors: [CLS] and the first 7 pieces of "Open Settings, choose Security ...".
+    assert [tokenizer.id_to_token(piece) for piece in cut] == [
+        "open",
+        "settings",
+        ",",
+        "choose",
+        "security",
+        "and",
+        "press",
+    ]
+    assert [len(vectors) for vectors in backend.token_vectors(["reset password", RESET], max_tokens=8)] == [2, 7]
+    assert backend.vocabulary_size() == 30522
+
+
+def test_piece_idf_is_bm25s_inverse_document_frequency_over_the_corpus():
+    weights = piece_idf([np.array([1, 2, 2]), np.array([2, 3]), np.array([2])], vocabulary_size=5)
+
+    # 3 documents; document frequencies 0, 1, 3, 1, 0 (a piece twice in one document counts once).
+    assert weights.dtype == np.float32
+    assert np.allclose(weights, np.log([8.0, 8 / 3, 8 / 7, 8 / 3, 8.0]))
+
+
+def test_weighted_maxsim_is_the_weighted_mean_of_each_query_pieces_best_cosine(tmp_path):
+    first, second = np.eye(2, dtype=np.float32)
+    query, passage = np.stack([first, second]), np.stack([first])
+    judge = LateInteractionJudge(passage_tokens=8, piece_weights=np.array([0.5, 3.0, 1.0], dtype=np.float32))
+
+    # The first piece finds itself (1.0), the second nothing better than an orthogonal token (0.0).
+    assert judge.score(query, passage) == 0.5
+    assert judge.query_weights(np.array([1, 2])).tolist() == [3.0, 1.0]
+    assert judge.score(query, passage, judge.query_weights(np.array([1, 2]))) == 0.75
+    assert judge.score(query, passage, np.zeros(2, dtype=np.float32)) == 0.5  # no weight: unweighted
+
+    judge.save(tmp_path)
+    loaded = LateInteractionJudge.load(tmp_path)
+    assert loaded.piece_weights is not None and loaded.piece_weights.tolist() == [0.5, 3.0, 1.0]
+    (tmp_path / "judge.json").write_text('{"kind": "late_interaction", "passage_tokens": 8, "projection": false}')
+    assert LateInteractionJudge.load(tmp_path).piece_weights is None  # saved before piece weights existed
+
+
 def test_a_judge_on_a_tiny_corpus_ranks_each_positive_first_and_its_projection_fit_is_reproducible():
     tokenised = mined_tokenise(TINY, passage_tokens=64)
 
@@ -158,12 +221,40 @@ def test_refusal_thresholds_are_the_score_below_which_a_share_of_held_out_positi
         HeldOutScores("acme/b", value, (9.0,)) for value in (-1.25, 0.75, 2.0)
     ]
 
-    thresholds, pooled = refusal_thresholds(scored, share=0.2)
+    thresholds, pooled = refusal_thresholds(scored, share=0.2, calibration=POSITIVE_QUANTILE)
 
     # acme/b has too few held-out positives (3 < 5) for a threshold of its own: the pooled one.
     assert thresholds == {"acme/a": 2.5}
     assert pooled == 0.75
     assert held_out_accuracy(scored) == (5 / 8, 5 / 8)
+    # The default of a fit (the separation refused too much of what was answerable, docs/).
+    assert JudgeFitOptions().calibration == POSITIVE_QUANTILE
+    assert refusal_thresholds(scored, share=0.2) == (thresholds, pooled)
+    with pytest.raises(ValueError, match="calibration 'median' is not one of separation, positive_quantile"):
+        refusal_thresholds(scored, share=0.2, calibration="median")
+
+
+def test_separation_thresholds_are_the_score_best_separating_a_repositorys_positives_from_its_negatives():
+    # Positives 0.5-0.9; negatives mostly 0.2-0.45 with one hard negative at 0.7.
+    scored = [
+        HeldOutScores("acme/a", 0.5, (0.2, 0.7)),
+        HeldOutScores("acme/a", 0.6, (0.3,)),
+        HeldOutScores("acme/a", 0.7, (0.4,)),
+        HeldOutScores("acme/a", 0.8, (0.45,)),
+        HeldOutScores("acme/a", 0.9, (0.25,)),
+        HeldOutScores("acme/b", 0.1, (0.05,)),
+    ]
+
+    # At 0.5 every positive is kept and 1 of 6 negatives passes (J = 5/6); at 0.6 J = 4/5 - 1/6.
+    assert separating_score([0.5, 0.6, 0.7, 0.8, 0.9], [0.2, 0.7, 0.3, 0.4, 0.45, 0.25]) == 0.5
+    # Equal separations: the lowest threshold (it refuses fewest positives).
+    assert separating_score([1.0, 3.0], [2.0, 4.0]) == 1.0
+    thresholds, pooled = refusal_thresholds(scored, share=0.05, calibration=SEPARATION)
+    assert thresholds == {"acme/a": 0.5}
+    # Pooled, acme/b's 0.1 and 0.05 join: 0.5 still separates best (5/6 - 1/7 against 1/7 at 0.1).
+    assert pooled == 0.5
+    with pytest.raises(ValueError, match="a separation needs positive and negative scores"):
+        separating_score([0.5], [])
 
 
 @pytest.mark.django_db
@@ -331,17 +422,22 @@ def test_a_judge_fitted_on_a_corpus_is_stored_with_its_calibration_and_decides_r
     chunks = chunks_index(repository, HANDBOOK)
     Repository.objects.filter(pk=repository.pk).update(chunk_count=len(chunks), index_version=INDEX_VERSION)
 
-    row = judge_fit(options=JudgeFitOptions(negatives=3, epochs=5))
+    row = judge_fit(options=JudgeFitOptions(negatives=3, epochs=5, piece_weights=True, calibration=SEPARATION))
 
     assert (row.index_version, row.chunk_count, row.repositories) == (INDEX_VERSION, 26, ["acme/handbook"])
     assert (row.query_count, row.pair_count, row.held_out_query_count) == (20, 80, 6)
     assert row.held_out_accuracy == 1.0
-    # 6 held-out positives (>= 5): the repository's own threshold, the lowest of them (share 0.05).
+    # 6 held-out queries (>= 5): the repository's own threshold, the score separating their
+    # positives from their negatives.
     artifact = LateInteractionJudge.load(row.artifact)
+    # A question's pieces are weighed by their IDF over the corpus's 26 judged passages.
+    assert artifact.piece_weights is not None and np.array_equal(artifact.piece_weights, corpus_piece_idf([repository]))
+    assert artifact.piece_weights.shape == (30522,)
     mined = pairs_mine(repositories=[repository], negatives=3, queries_per_repository=60, seed=0)
     held_out = [item for index, item in enumerate(mined) if index % 5 == 0]
-    positives = [item.positive for item in held_out_score(artifact, mined_tokenise(held_out, passage_tokens=128))]
-    assert row.thresholds == {"acme/handbook": np.floor(min(positives) * 10000) / 10000}
+    scored = held_out_score(artifact, mined_tokenise(held_out, passage_tokens=128))
+    separating = separating_score([item.positive for item in scored], [n for item in scored for n in item.negatives])
+    assert row.thresholds == {"acme/handbook": np.floor(separating * 10000) / 10000}
     assert row.default_threshold == row.thresholds["acme/handbook"]
 
     # In use: it orders the head of the results and decides "sources missing" on its threshold.

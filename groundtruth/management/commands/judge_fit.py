@@ -4,7 +4,9 @@ Pairs are mined from the chunks of the enabled repositories (`groundtruth/judge/
 no question with a known answer is used) and read through the embedding model's ONNX graph; the
 late-interaction judge (`groundtruth/judge/late_interaction.py`) is scored on the held-out mined
 queries in MiniLM's own token space and with a projection learned on the others, the better one
-is kept, and its per-repository refusal thresholds are calibrated on those held-out queries. The
+is kept, and its per-repository refusal thresholds are calibrated on those held-out queries
+(by default the score below which --refusal-share of their positives fall; --calibration separation:
+the score separating their positives from their negatives). The
 new judge is stored (a RelevanceJudge row and its artifact under JUDGE_DIR) and used by search
 and /ask from then on. Prints the pairs, the time, the peak resident memory and the held-out
 accuracy. A corpus too small to fit on leaves the previous judge in use (exit status 1, and why).
@@ -12,11 +14,13 @@ accuracy. A corpus too small to fit on leaves the previous judge in use (exit st
 
 from __future__ import annotations
 
+from argparse import BooleanOptionalAction
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.plumbing.errors import InvalidInput
+from groundtruth.judge.calibration import CALIBRATIONS
 from groundtruth.judge.fitting import JudgeFitOptions, judge_fit
 
 
@@ -32,6 +36,18 @@ class Command(BaseCommand):
         parser.add_argument("--passage-tokens", type=int, default=defaults.passage_tokens)
         parser.add_argument("--epochs", type=int, default=defaults.epochs)
         parser.add_argument("--seed", type=int, default=defaults.seed)
+        parser.add_argument(
+            "--calibration",
+            choices=CALIBRATIONS,
+            default=defaults.calibration,
+            help="refusal thresholds: the score separating held-out positives from negatives, or a positives' quantile",
+        )
+        parser.add_argument(
+            "--piece-weights",
+            action=BooleanOptionalAction,
+            default=defaults.piece_weights,
+            help="weigh a question's word pieces by their IDF in the corpus",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         fit_options = JudgeFitOptions(
@@ -41,6 +57,8 @@ class Command(BaseCommand):
             passage_tokens=options["passage_tokens"],
             epochs=options["epochs"],
             seed=options["seed"],
+            calibration=options["calibration"],
+            piece_weights=options["piece_weights"],
         )
         try:
             judge = judge_fit(repository_names=options["repositories"], options=fit_options)
