@@ -12,7 +12,13 @@ from groundtruth.search.fusion import fusion_parameters_configured
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_search import bm25_share, idf_share
 from groundtruth.search.rerank_fit import RankedCandidates, rerank_weights_fit
-from groundtruth.search.reranking import RerankEvidence, relevance, rerank_evidence, title_is_question
+from groundtruth.search.reranking import (
+    RerankEvidence,
+    relevance,
+    rerank_evidence,
+    title_answers_question,
+    title_is_question,
+)
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import Section, chunks_index
 
@@ -32,6 +38,48 @@ from tests.groundtruth.search_fixtures import Section, chunks_index
 )
 def test_a_title_asks_a_question_when_it_ends_with_a_question_mark_or_opens_with_a_question_word(heading, asks):
     assert title_is_question(heading) is asks
+
+
+@pytest.mark.parametrize(
+    ("heading", "answers"),
+    [
+        (["Frequently Asked Questions", "Does Scrapy work with HTTP proxies?"], True),
+        (["Troubleshooting", "Dev Server", "Requests are stalled forever"], True),
+        (["Powerlevel10k", "Troubleshooting", "Incorrect git status in prompt"], True),
+        (["FAQ (Frequently Asked Questions)", "Using rclone from multiple locations at the same time"], True),
+        (["Jest", "Common problems", "coveragePathIgnorePatterns seems to not have any effect."], True),
+        (["Known issues", "Fonts and fallback"], True),
+        (["Troubleshooting and tips", "The compiled code is too slow"], True),
+        (["Font Related Configuration", "Fallback"], False),
+        (["Troubleshooting"], False),  # the page's own introduction is no entry of it
+        (["FAQs about deployment"], False),
+        (["troubleshootingMode", "Default value"], False),  # a word of its own, not part of a name
+        (["Questions?", "Options"], False),
+        ([], False),
+    ],
+)
+def test_a_title_answers_a_question_when_it_asks_one_or_is_an_entry_of_a_faq_or_troubleshooting_part(heading, answers):
+    assert title_answers_question(heading) is answers
+
+
+def test_a_symptom_titled_troubleshooting_entry_has_question_title_evidence():
+    entry = rerank_evidence(
+        dense_score=0.6,
+        heading_similarity=0.7,
+        heading=["Troubleshooting", "Requests are stalled forever"],
+        lexical_share=0.0,
+        coverage=0.0,
+    )
+    reference = rerank_evidence(
+        dense_score=0.6,
+        heading_similarity=0.7,
+        heading=["Server options", "server.warmup"],
+        lexical_share=0.0,
+        coverage=0.0,
+    )
+
+    assert entry == RerankEvidence(dense=0.6, question_title=0.7, lexical=0.0, coverage=0.0)
+    assert reference == RerankEvidence(dense=0.6, question_title=0.0, lexical=0.0, coverage=0.0)
 
 
 def test_the_shares_of_the_question_a_passage_holds(settings):
