@@ -22,8 +22,9 @@ import hashlib
 from collections.abc import Sequence
 
 # 3: Markdown read as documents (markdown_structure.py); no chunk longer than CHUNK_MAX_CHARS and
-# titles cut (chunking.py).
-INDEX_VERSION = 3
+# titles cut (chunking.py). 4: an HTML block of in-page links alone (a table of contents) is
+# navigation, in no chunk.
+INDEX_VERSION = 4
 
 
 def repository_label(repository_name: str) -> str:

@@ -21,7 +21,9 @@ opens every heading trail when the document has no level-1 heading of its own (D
 Hugo pages: the title is the page's only `<h1>`); a document with one already names itself.
 
 Navigation is not indexed: a list whose every item is only a link, most of them into the page
-(`- [Q?](#q)`), the short label that introduces it (`*FAQ:*`), a paragraph of a label and in-page
+(`- [Q?](#q)`), its HTML form (an HTML block of links alone, mostly into the page:
+`<ul><li><a href="#q">Q?</a></li>...</ul>`, `<p><a href="#a">A</a> · <a href="#b">B</a></p>`),
+the short label that introduces it (`*FAQ:*`), a paragraph of a label and in-page
 links alone (`*Related*: [Q?](#q)`), kramdown's `{:toc}` (with its
 `* Table of Contents` item), `[[toc]]`, `[TOC]` and `<TOCInline />`. Such a block repeats, in a
 few words each, the titles of the sections it links to; as a passage it matches every question
@@ -75,6 +77,11 @@ _NAVIGATION_LABEL = re.compile(r"^[\w\s*_-]{1,40}:[*_]*$")
 _HEADING_ATTRIBUTES = re.compile(r"\s*\{[#:.][^}]*\}\s*$")  # `## Title {#id}`, kramdown `{: .class}`
 _LINK_TRAILER = re.compile(r"^[\s.,;:]*$")
 _LINK_SEPARATOR = re.compile(r"^[\s.,;:()]*(?:(?:and|or)[\s.,;:()]*)?$")
+_HTML_LINK = re.compile(r"<a\s[^>]*?\bhref\s*=\s*[\"']?(?P<href>[^\"'\s>]*)[^>]*>.*?</a\s*>", re.IGNORECASE | re.DOTALL)
+_HTML_TAG = re.compile(r"<[^>]*>")
+_HTML_HEADING_ANYWHERE = re.compile(r"<h[1-6]\b", re.IGNORECASE)
+# Between the links of an HTML table of contents or navigation bar (`A · B | C`): no words.
+_HTML_LINK_SEPARATORS = re.compile(r"^[\s.,;:()|/\u2022\u00b7\u2013\u2014-]*$")
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,21 @@ def _is_navigation_list(tokens: list[Token], start: int, end: int) -> bool:
     return in_page * 2 >= len(inlines)
 
 
+def _is_html_navigation(source: str) -> bool:
+    """True when an HTML block is links alone (`<ul><li><a href="#q">Q?</a></li>...`), at least
+    two, mostly into the page: the HTML form of a table of contents. A heading in the block, or
+    any text outside the links, makes it content."""
+    if _HTML_HEADING_ANYWHERE.search(source):
+        return False
+    hrefs = [match.group("href") for match in _HTML_LINK.finditer(source)]
+    if len(hrefs) < 2:
+        return False
+    outside = html.unescape(_HTML_TAG.sub(" ", _HTML_LINK.sub(" ", source)))
+    if not _HTML_LINK_SEPARATORS.match(outside):
+        return False
+    return sum(href.startswith("#") for href in hrefs) * 2 >= len(hrefs)
+
+
 def _is_navigation_paragraph(inline: Token) -> bool:
     """A label and in-page links alone (`*Related*: [Q?](#q), [R?](#r)`): a pointer to sections
     elsewhere in the page, which holds their titles and nothing of their answers."""
@@ -218,6 +240,8 @@ def markdown_document(lines: list[str]) -> MarkdownDocument:
         elif token.type == "html_block" and token.map:
             if token.content.lstrip().lower().startswith(("<script", "<style", "<!--")):
                 markup.update(span)
+            elif _is_html_navigation(token.content):
+                navigation.update(span)
             else:
                 for heading in _html_headings(lines, token.map[0], token.map[1]):
                     has_level_one = has_level_one or heading.level == 1

@@ -251,3 +251,44 @@ def test_a_label_with_in_page_links_alone_is_navigation_but_a_sentence_with_a_li
         (1, 3, ("Why grey?",), "## Why grey?\n\nBecause it is computing."),
         (10, 10, ("Why grey?",), "See [colors](#colors) for more."),
     ]
+
+
+HTML_TOC_FAQ = """\
+# Tool
+
+<p align="center"><a href="#install">Install</a> · <a href="#faq">FAQ</a> | <a href="/docs/">Docs</a></p>
+
+## FAQ
+
+<ul>
+  <li><a href="#update">How do I update it?</a></li>
+  <li><a href="#slow">Why is it <em>slow</em>?</a>
+    <ul><li><a href="https://example.org/perf">Performance notes</a></li></ul></li>
+</ul>
+
+<h3 name="update">How do I update it?</h3>
+
+Run the updater.
+
+<h3 name="slow">Why is it slow?</h3>
+
+<p>See <a href="#update">updating</a> first: old versions are slow.</p>
+"""
+
+
+def test_an_html_block_of_in_page_links_alone_is_navigation_but_html_prose_with_a_link_is_not():
+    assert chunks("README.md", HTML_TOC_FAQ) == [
+        # The navigation bar and the HTML table of contents are in no chunk, nor are `# Tool` and
+        # `## FAQ`, whose bodies were only that.
+        (
+            13,
+            15,
+            ("Tool", "FAQ", "How do I update it?"),
+            '<h3 name="update">How do I update it?</h3>\n\nRun the updater.',
+        ),
+        # A paragraph with a link in it is prose, HTML or not.
+        (17, 19, ("Tool", "FAQ", "Why is it slow?"), "\n".join(HTML_TOC_FAQ.splitlines()[16:19])),
+    ]
+    roles = line_roles(path="README.md", lines=file_lines(HTML_TOC_FAQ))
+    assert [number for number, role in enumerate(roles, start=1) if role == "markup"] == [3, 7, 8, 9, 10, 11]
+    assert [number for number, role in enumerate(roles, start=1) if role == "text"] == [15, 19]
