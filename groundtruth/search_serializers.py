@@ -139,7 +139,7 @@ class SearchResultSerializer(serializers.Serializer):
         places=6,
         allow_null=True,
         help_text=(
-            "The evidence score that orders the first SEARCH_RERANK_DEPTH (20) results: dense similarity, a "
+            "The evidence score that orders the first SEARCH_RERANK_DEPTH (40) results: dense similarity, a "
             "section title that asks the question, BM25 share and word coverage, weighted, times the trust "
             "weight. null for a result beyond them (they follow in fused order) and without a dense leg."
         ),

@@ -49,7 +49,7 @@ if (
     )
 # Re-ranking (groundtruth/search/reranking.py) of the first SEARCH_RERANK_DEPTH fused candidates
 # (0: none). Its weights are data, fitted with their provenance in groundtruth/search/fitted/.
-SEARCH_RERANK_DEPTH = int(env_non_negative("SEARCH_RERANK_DEPTH", 20))
+SEARCH_RERANK_DEPTH = int(env_non_negative("SEARCH_RERANK_DEPTH", 40))
 # A fit file of one's own (a refit on the deployment's documentation) instead of the shipped one:
 # a file, not numbers, so that whatever is in use carries the fit that produced it.
 SEARCH_RERANK_FIT_FILE = env.str("SEARCH_RERANK_FIT_FILE", default="")
