@@ -316,6 +316,33 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
     return sum(pairs) / len(pairs) if pairs else float("nan")
 
 
+def limits_print(assessed: list[Assessed], pseudo: list[PseudoQuery]) -> None:
+    """Where today's model, fitted on every repository, stands: what catching more of the
+    unanswerable questions costs, and how its probabilities of the corpus's pseudo-queries
+    compare with the questions'."""
+    from groundtruth.search.abstention_fit import DEFAULT_FEATURES, LabelledEvidence, abstention_model_fit
+
+    model = abstention_model_fit(
+        [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in assessed],
+        features=DEFAULT_FEATURES,
+    )
+    answerable = [model.probability(item.features) for item in assessed if item.question.answerable]
+    unanswerable = sorted(model.probability(item.features) for item in assessed if not item.question.answerable)
+    print("\ntoday's model fitted on every repository (in-sample):")
+    for caught in (0.85, 0.90):
+        # The lowest threshold that refuses `caught` of the unanswerable questions.
+        threshold = unanswerable[math.ceil(caught * len(unanswerable)) - 1]
+        refused = sum(probability <= threshold for probability in answerable) / len(answerable)
+        print(f"  catching {caught:.2f} of unanswerable questions refuses {refused:.3f} of answerable ones")
+    present = [model.probability(item.present) for item in pseudo]
+    absent = [model.probability(item.absent) for item in pseudo]
+    print(
+        f"  median probability: answerable questions {statistics.median(answerable):.3f}, unanswerable"
+        f" {statistics.median(unanswerable):.3f}; pseudo-queries with their section {statistics.median(present):.3f},"
+        f" without {statistics.median(absent):.3f} (AUC present/absent {auc(present, absent):.3f})"
+    )
+
+
 def refusal_calibration_measure(evaluation: EvaluationSet, *, queries_per_repository: int = 40) -> None:
     from django.conf import settings
 
@@ -380,6 +407,7 @@ def refusal_calibration_measure(evaluation: EvaluationSet, *, queries_per_reposi
             f" {min(inside.thresholds):.3f}-{max(inside.thresholds):.3f} in-sample;"
             f" repositories refusing more than {REPOSITORY_REFUSED_LIMIT} of answerable: {', '.join(over) or 'none'}"
         )
+    limits_print(assessed, pseudo)
     print("\nper repository, unanswerable/answerable refused, left-one-repository-out (in-sample):")
     for fold, items in groups[3:]:
         cells = "  ".join(_cell(cross, inside, items) for _, cross, inside in measured)
