@@ -6,6 +6,7 @@
     python benchmarks/retrieval.py --eval-set DIR --no-ferrite --ingest-only  # index it, then `manage.py judge_fit`
     python benchmarks/retrieval.py --eval-set DIR --no-ferrite --judge  # today's build beside the fitted judge
     python benchmarks/retrieval.py --eval-set DIR --only A/B,C/D ...    # a subset of the set's repositories
+    python benchmarks/retrieval.py --eval-set DIR --no-ferrite --refusal-calibration  # per-corpus refusal calibrations
 
 `--judge` asks every question once and reports, per format (rst, Markdown), pooled and per
 repository, today's build (shipped configuration) beside the relevance judge (`groundtruth/judge/`)
@@ -896,6 +897,11 @@ def main() -> None:
     )
     parser.add_argument("--ingest-only", action="store_true", help="index the set and stop (before fitting a judge)")
     parser.add_argument(
+        "--refusal-calibration",
+        action="store_true",
+        help="measure per-corpus calibrations of sources_missing left-one-repository-out (refusal_calibration.py)",
+    )
+    parser.add_argument(
         "--features-out",
         type=Path,
         help="write every answer's evidence features of the shipped run as JSON lines, for studying the model",
@@ -930,6 +936,11 @@ def main() -> None:
     print("ingest through the registry and the real pipeline:")
     corpus_ingest()
     if args.ingest_only:
+        return
+    if args.refusal_calibration:
+        from benchmarks.refusal_calibration import refusal_calibration_measure
+
+        refusal_calibration_measure(evaluation)
         return
     if args.judge:
         from django.conf import settings
