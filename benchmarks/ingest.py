@@ -22,7 +22,12 @@ What it does, in one run:
    with the corpus;
 8. what the first ingest left in the database per MB of indexed files: the source store
    (groundtruth_source_blob, TOAST and index included) beside the chunk table (text, vectors
-   and their indexes).
+   and their indexes);
+9. the relevance judge's refit after the first ingest, as a Celery worker runs it
+   (`judge_fit_task`, queued by `ingest_repo` when `judge_refit_due()`), in a child process of
+   its own: its time, mined queries and pairs, the peak RSS the RelevanceJudge row records, and
+   the ingest's chunks/s with the refit's time added. Every child runs with JUDGE_ENABLED=true
+   (the ingest itself never reads the judge; each child reports whether a refit is due after it).
 Prints a table and writes the figures as JSON (--json).
 """
 
@@ -129,7 +134,10 @@ def child_ingest(repo: str) -> dict[str, object]:
     elapsed = time.perf_counter() - started
     if run.status != "succeeded":
         raise SystemExit(f"ingest failed: {run.error}")
+    from groundtruth.judge.fitting import judge_refit_due
+
     return {
+        "judge_refit_due": judge_refit_due(),
         "seconds": elapsed,
         "run_timings": run.timings,
         "chunks_added": run.chunks_added,
@@ -158,6 +166,35 @@ def database_sizes() -> dict[str, float]:
         indexed, store, chunks = cursor.fetchone()
     megabyte = 1024 * 1024
     return {"indexed_mb": indexed / megabyte, "source_store_mb": store / megabyte, "chunk_table_mb": chunks / megabyte}
+
+
+def child_judge_fit() -> dict[str, object]:
+    """The judge's refit as the worker runs it after an ingest (`judge_fit_task`), the model
+    loaded first as a worker has it. Returns its row's figures and the child's own."""
+    child_setup()
+    from groundtruth.embeddings import embedding_backend
+    from groundtruth.judge.fitting import judge_refit_due
+    from groundtruth.models import RelevanceJudge
+    from groundtruth.tasks import judge_fit_task
+
+    embedding_backend().embed(["warm up"])
+    due = judge_refit_due()
+    started = time.perf_counter()
+    judge_id = judge_fit_task()
+    elapsed = time.perf_counter() - started
+    if judge_id is None:
+        raise SystemExit(f"no judge fitted (refit due: {due}); the worker's log says why")
+    row = RelevanceJudge.objects.get(pk=judge_id)
+    return {
+        "due": due,
+        "seconds": elapsed,
+        "fit_seconds": row.fit_seconds,
+        "peak_rss_mb": row.peak_rss_mb,
+        "pairs": row.pair_count,
+        "queries": row.query_count,
+        "held_out_queries": row.held_out_query_count,
+        "chunks": row.chunk_count,
+    }
 
 
 def child_raw_embed(repo: str) -> dict[str, object]:
@@ -196,7 +233,7 @@ def child_raw_embed(repo: str) -> dict[str, object]:
 
 def run_child(kind: str, repo: str, env: dict[str, str]) -> dict[str, Any]:
     completed = subprocess.run(
-        [sys.executable, __file__, "--child", kind, "--repo", repo],
+        [sys.executable, __file__, "--child", kind, "--repo", repo or "-"],
         env=env,
         capture_output=True,
         text=True,
@@ -244,8 +281,8 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        result = child_ingest(args.repo) if args.child == "ingest" else child_raw_embed(args.repo)
-        print(json.dumps(result))
+        children = {"ingest": child_ingest, "raw": child_raw_embed, "judge": lambda _repo: child_judge_fit()}
+        print(json.dumps(children[args.child](args.repo)))
         return
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
@@ -264,6 +301,10 @@ def main() -> None:
             "GIT_CACHE_DIR": str(scratch / "git-cache"),
             "GIT_LOCAL_ROOTS": str(scratch),
             "LOG_LEVEL": "WARNING",
+            # A refit follows an ingest only with the judge on; the ingest itself never reads it.
+            "JUDGE_ENABLED": "true",
+            "JUDGE_DIR": str(scratch / "judges"),
+            "CACHE_KEY_PREFIX": "bench-ingest",
         }
         subprocess.run(
             [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"], env=env, check=True
@@ -271,6 +312,8 @@ def main() -> None:
 
         print("First ingest...")
         first = run_child("ingest", "bench/corpus", env)
+        print("The relevance judge's refit after it (judge_fit_task)...")
+        judge = run_child("judge", "", env)
         print("Raw embedding of the same texts...")
         raw = run_child("raw", "bench/corpus", env)
         print("Re-ingest, nothing changed...")
@@ -294,13 +337,24 @@ def main() -> None:
             "raw_embedding_chunks_per_second": round(raw_rate, 1),
             "ingest_vs_raw_embedding": round(ingest_rate / raw_rate, 3) if raw_rate else None,
             "first_ingest_phase_seconds": first["run_timings"],
+            "judge_refit_due_after_first_ingest": first["judge_refit_due"] and judge["due"],
+            "judge_fit_seconds": round(judge["seconds"], 1),
+            "judge_fit_seconds_recorded": judge["fit_seconds"],
+            "judge_fit_mined_queries_and_held_out": f"{judge['queries']} + {judge['held_out_queries']}",
+            "judge_fit_pairs": judge["pairs"],
+            "judge_fit_peak_rss_mb": round(judge["peak_rss_mb"]),
+            "first_ingest_chunks_per_second_with_refit": round(
+                first["chunks_added"] / (first["seconds"] + judge["seconds"]), 1
+            ),
             "noop_reingest_seconds": round(unchanged["seconds"], 2),
             "noop_reingest_chunks_embedded": unchanged["chunks_embedded"],
+            "noop_reingest_judge_refit_due": unchanged["judge_refit_due"],
             "noop_vs_first": round(unchanged["seconds"] / first["seconds"], 4),
             "changed_files": changed_files,
             "changed_reingest_seconds": round(changed["seconds"], 2),
             "changed_reingest_files_updated": changed["files_updated"],
             "changed_reingest_chunks_embedded": changed["chunks_embedded"],
+            "changed_reingest_judge_refit_due": changed["judge_refit_due"],
             "indexed_files_mb": round(first["indexed_mb"], 2),
             "source_store_mb": round(first["source_store_mb"], 2),
             "source_store_mb_per_indexed_mb": round(first["source_store_mb"] / first["indexed_mb"], 3),

@@ -1,6 +1,7 @@
 """Speed of /search with 100,000 chunks indexed.
 
-    python benchmarks/search.py [--chunks 100000] [--rounds 2]
+    python benchmarks/search.py [--chunks 100000] [--rounds 2] [--threads 1] [--questions N] [--refit]
+                                [--compare-passage-tokens 64]
 
 Uses a database of its own (gt_bench_search on the embedded server, or on the DATABASE_URL
 server). The first run generates the chunks (texts recombined from the lines of the evaluation
@@ -12,9 +13,26 @@ Measured in one run, over the same queries (the questions of benchmarks/question
 - the query embedding alone (the model, cache bypassed),
 - the lexical leg's SQL alone and the dense leg's SQL alone,
 - GET /search through the whole Django stack (authentication, rate limits, serialisation) with
-  an empty embedding cache, then the same queries again (served by the embedding cache).
+  an empty embedding cache, then the same queries again (served by the embedding cache), with
+  the relevance judge off;
+- POST /ask through the whole stack (no language model: extractive) with the judge off, with the
+  judge on (JUDGE_ENABLED, the judge fitted on this database: its passage cache and the
+  embedding cache emptied before each question, so it reads all SEARCH_JUDGE_DEPTH passages),
+  and with the judge on again for the same question (its passages cached), and GET /search with
+  the judge on; the judge's own call (`passages_judge`) and of it the ONNX call are timed inside
+  the judged /ask.
 Printed: p50 and p95 of each, the p50 of /search next to embedding + lexical + dense (target:
-within 25 ms), the embedding cache hits, and EXPLAIN ANALYZE of both legs (GIN / HNSW use).
+within 25 ms), the p50 of /ask with the judge against 300 ms and the judge's share of it, this
+process's CPU time of /ask and of the judge's ONNX call (the machine's load stretches wall time,
+not CPU time), the embedding cache hits, the judge's call alone reading passages up to
+--compare-passage-tokens tokens beside the fitted judge's length (time, and how far the scores
+move), and EXPLAIN ANALYZE of both legs (GIN / HNSW use).
+
+The judge is fitted once per database (`judge_fit` with its defaults, on the generated chunks:
+each file's sections have a two-level heading, so every chunk is a mined section) and reused
+while the chunk count and index version are the same. The generated text is recombined lines,
+so the judge's scores mean nothing here: only its cost is measured, which depends on the number
+and length of the passages it reads, not on what they say.
 """
 
 from __future__ import annotations
@@ -86,6 +104,8 @@ def chunks_generate(count: int, *, embedded: int) -> None:
     existing = Chunk.objects.filter(repository=repository).count()
     if existing >= count:
         print(f"reusing {existing} generated chunks")
+        # Databases generated before the judge leg existed lack the count the judge's fit reads.
+        Repository.objects.filter(pk=repository.pk).update(chunk_count=existing)
         return
     Chunk.objects.filter(repository=repository).delete()
     SourceFile.objects.filter(repository=repository).delete()
@@ -163,7 +183,8 @@ def chunks_generate(count: int, *, embedded: int) -> None:
         print(f"\r  {done}/{count} chunks generated and indexed ({rate:.0f}/s)", end="", flush=True)
     print()
     lexical_statistics_refresh(repository_ids=[repository.pk])
-    Repository.objects.filter(pk=repository.pk).update(index_version=INDEX_VERSION)
+    # As an ingest leaves them: the judge's fit reads the chunk count.
+    Repository.objects.filter(pk=repository.pk).update(index_version=INDEX_VERSION, chunk_count=count)
     index_started = time.perf_counter()
     # Built once over the full table: much faster than growing the graphs row by row.
     vector_index_ensure(model_name=backend.model_name, dimension=backend.dimension)
@@ -172,6 +193,87 @@ def chunks_generate(count: int, *, embedded: int) -> None:
         cursor.execute("ANALYZE groundtruth_chunk")
         cursor.execute("ANALYZE groundtruth_lexeme_statistic")
     print(f"generated {count} chunks ({embedded} embedded by the model) in {time.perf_counter() - started:.0f} s")
+
+
+def judge_ready(*, refit: bool) -> Any:
+    """The relevance judge fitted on this database's chunks: the newest one fitted on the current
+    index version and chunk count, or (none, or `refit`) a new one (`judge_fit` with its defaults)."""
+    from django.db.models import Sum
+
+    from groundtruth.ingest.index_text import INDEX_VERSION
+    from groundtruth.judge.fitting import JudgeFitOptions, judge_fit
+    from groundtruth.models import RelevanceJudge, Repository
+
+    chunk_count = Repository.objects.filter(enabled=True).aggregate(total=Sum("chunk_count"))["total"] or 0
+    existing = (
+        RelevanceJudge.objects.filter(index_version=INDEX_VERSION, chunk_count=chunk_count)
+        .order_by("-fitted_at", "-id")
+        .first()
+    )
+    if existing is not None and not refit:
+        print(f"reusing relevance judge #{existing.pk}")
+        return existing
+    print("fitting a relevance judge on the generated chunks (judge_fit, default options)...")
+    return judge_fit(options=JudgeFitOptions())
+
+
+def passage_tokens_compare(
+    active: Any, *, queries: list[str], repositories: list[Any], shorter: int, rounds: int
+) -> None:
+    """The judge's call alone (`passages_judge`, its passage cache empty) on the candidates /ask
+    judges, reading passages up to the fitted judge's `passage_tokens` and up to `shorter`,
+    back to back: wall and CPU time, and how far the shorter reading moves the scores (generated
+    text: the agreement says how much the cut changes, not whether the judge is right)."""
+    import dataclasses
+
+    import numpy as np
+    from django.conf import settings
+    from django.test import override_settings
+
+    from groundtruth.judge.scoring import ActiveJudge, passages_judge
+    from groundtruth.search.hybrid_search import chunk_search
+
+    fitted = active.model.passage_tokens
+    variants = {
+        fitted: active.model,
+        shorter: dataclasses.replace(active.model, passage_tokens=shorter),
+    }
+    wall: dict[int, list[float]] = {tokens: [] for tokens in variants}
+    cpu: dict[int, list[float]] = {tokens: [] for tokens in variants}
+    same_first, differences = 0, list[float]()
+    with override_settings(JUDGE_ENABLED=True):
+        judged = [
+            chunk_search(query=query, repositories=repositories, limit=settings.ASK_CITATION_COUNT, judge=active)
+            for query in queries
+        ]
+    for _ in range(rounds):
+        for query, outcome in zip(queries, judged, strict=True):
+            chunks = [outcome.chunks[chunk_id] for chunk_id in outcome.judge_scores]
+            scores = {}
+            for tokens, model in variants.items():
+                fresh = ActiveJudge(row=active.row, model=model)
+                started, started_cpu = time.perf_counter(), time.process_time()
+                scores[tokens] = passages_judge(fresh, query=query, chunks=chunks)
+                wall[tokens].append(time.perf_counter() - started)
+                cpu[tokens].append(time.process_time() - started_cpu)
+            first = {
+                tokens: max(found, key=lambda chunk_id: (found[chunk_id], -chunk_id))
+                for tokens, found in scores.items()
+            }
+            same_first += first[fitted] == first[shorter]
+            differences.extend(abs(scores[fitted][chunk_id] - scores[shorter][chunk_id]) for chunk_id in scores[fitted])
+    print(f"\nThe judge's call alone on the {settings.SEARCH_JUDGE_DEPTH} passages /ask judges, passage cache empty:")
+    print(f"{'passages read up to':<24}{'p50 ms':>10}{'p95 ms':>10}{'CPU p50 ms':>12}")
+    for tokens in variants:
+        print(
+            f"{tokens:<24}{percentile(wall[tokens], 0.5) * 1000:>10.1f}{percentile(wall[tokens], 0.95) * 1000:>10.1f}"
+            f"{percentile(cpu[tokens], 0.5) * 1000:>12.1f}"
+        )
+    asked = len(queries) * rounds
+    print(
+        f"{shorter} against {fitted} tokens: same best passage for {same_first / asked:.3f} of the questions;"
+        f" score difference mean {np.mean(differences):.4f}, max {np.max(differences):.4f}"
+    )
 
 
 def explain(sql: str, params: Any, *, settings_sql: list[str]) -> str:
@@ -192,8 +294,25 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=2, help="timed passes over the queries per measurement")
     parser.add_argument("--embedded", type=int, default=3000, help="generated chunks embedded by the model")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="ONNX Runtime threads per inference (1: as a web worker runs the model, EMBEDDING_THREADS)",
+    )
+    parser.add_argument(
+        "--compare-passage-tokens",
+        type=int,
+        default=64,
+        help="also time the judge's call alone reading passages up to this many tokens (0: not)",
+    )
+    parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions (0: all)")
+    parser.add_argument("--refit", action="store_true", help="fit a new judge even if one fits this database")
     args = parser.parse_args()
 
+    # This process runs the model as a management command would (EMBEDDING_WORKER_THREADS); the
+    # endpoints it measures run in web workers, one thread each by default.
+    os.environ["EMBEDDING_WORKER_THREADS"] = str(args.threads)
     # Measure the endpoint, not the rate limiter's refusals; no language model is involved.
     os.environ["RATE_LIMIT_AUTHENTICATED"] = "100000000/m"
     os.environ.setdefault("CACHE_KEY_PREFIX", "bench-search")
@@ -201,13 +320,14 @@ def main() -> None:
 
     from django.conf import settings
     from django.db import connection, transaction
-    from django.test import Client
+    from django.test import Client, override_settings
 
     from agents.models import ApiKeyKind
     from agents.services import api_key_create
     from groundtruth.embeddings import embedding_backend
+    from groundtruth.judge.scoring import judge_in_use, judge_load_failure
     from groundtruth.models import Chunk
-    from groundtruth.search import dense_search, lexical_search
+    from groundtruth.search import dense_search, hybrid_search, lexical_search
     from groundtruth.search.dense_search import dense_candidates, dense_search_sql, vector_literal
     from groundtruth.search.hybrid_search import search_scope_resolve
     from groundtruth.search.lexical_search import lexical_candidates, lexical_query_build
@@ -217,30 +337,103 @@ def main() -> None:
     total = Chunk.objects.count()
     questions = yaml.safe_load((ROOT / "benchmarks" / "questions.yml").read_text())
     queries = [item["question"] for item in questions["answerable"] + questions["unanswerable"]]
+    queries = queries[: args.questions or None]
     backend = embedding_backend()
     backend.embed(["warm-up"])
     repositories = search_scope_resolve(names=None)
     repository_ids = [repository.pk for repository in repositories]
     depth = max(settings.SEARCH_CANDIDATE_DEPTH, 10)
 
+    judge_row = judge_ready(refit=args.refit)
+    with override_settings(JUDGE_ENABLED=True):
+        active = judge_in_use()
+    if active is None:
+        raise SystemExit(f"the relevance judge #{judge_row.pk} did not load: {judge_load_failure()}")
+    print(
+        f"relevance judge #{judge_row.pk}: {judge_row.pair_count} pairs ({judge_row.query_count} mined queries),"
+        f" fitted in {judge_row.fit_seconds:.1f} s, peak RSS {judge_row.peak_rss_mb:.0f} MB;"
+        f" reads {settings.SEARCH_JUDGE_DEPTH} passages up to {active.model.passage_tokens} tokens"
+    )
+
     _, secret = api_key_create(kind=ApiKeyKind.SERVICE, name="search benchmark", scopes=["read"])
     client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
     cache = query_embedding_cache()
     uncached, cached = "/search, embedding not cached", "/search, embedding cached"
-    timings: dict[str, list[float]] = {"embedding": [], "lexical SQL": [], "dense SQL": [], uncached: [], cached: []}
+    ask_off, ask_on, ask_warm = "/ask, judge off", "/ask, judge on", "/ask, judge on, passages cached"
+    judge_call, judge_onnx = "  of it the judge (passages_judge)", "  of that the ONNX call"
+    search_on = "/search, judge on"
+    labels = ["embedding", "lexical SQL", "dense SQL", uncached, cached, search_on]
+    labels += [ask_off, ask_on, judge_call, judge_onnx, ask_warm]
+    timings: dict[str, list[float]] = {label: [] for label in labels}
+
+    # The judge's own call and its model call, timed where the judged /ask makes them (this
+    # process's functions wrapped in place; nothing they return changes).
+    judge_seconds: list[float] = []
+    onnx_seconds: list[float] = []
+    onnx_cpu_seconds: list[float] = []
+    # This process's CPU seconds (PostgreSQL's work is not in them): what a request costs on an
+    # idle core, whatever the machine's load did to its wall time.
+    cpu: dict[str, list[float]] = {label: [] for label in (ask_off, ask_on, judge_onnx)}
+    passages_judge_unwrapped = hybrid_search.passages_judge
+    # Only the local model has token vectors (passages_judge refuses other backends).
+    token_vectors_unwrapped = getattr(backend, "token_vectors")  # noqa: B009
+
+    def passages_judge_timed(*args: Any, **kwargs: Any) -> dict[int, float]:
+        started = time.perf_counter()
+        try:
+            return passages_judge_unwrapped(*args, **kwargs)
+        finally:
+            judge_seconds.append(time.perf_counter() - started)
+
+    def token_vectors_timed(*args: Any, **kwargs: Any) -> list[Any]:
+        started, started_cpu = time.perf_counter(), time.process_time()
+        try:
+            return token_vectors_unwrapped(*args, **kwargs)
+        finally:
+            onnx_seconds.append(time.perf_counter() - started)
+            onnx_cpu_seconds.append(time.process_time() - started_cpu)
+
+    hybrid_search.passages_judge = passages_judge_timed
+    setattr(backend, "token_vectors", token_vectors_timed)  # noqa: B010
+    search_hits = search_misses = 0
 
     def search(query: str, label: str) -> None:
+        nonlocal search_hits, search_misses
+        hits_before, misses_before = cache.hits, cache.misses
         started = time.perf_counter()
         response = client.get("/search", {"q": query, "limit": "10"})
         timings[label].append(time.perf_counter() - started)
         if response.status_code != 200:
             raise SystemExit(f"/search answered {response.status_code}: {response.content[:300]!r}")
+        search_hits += cache.hits - hits_before
+        search_misses += cache.misses - misses_before
+
+    def ask(query: str, label: str) -> None:
+        judge_seconds.clear()
+        onnx_seconds.clear()
+        onnx_cpu_seconds.clear()
+        started, started_cpu = time.perf_counter(), time.process_time()
+        response = client.post("/ask", {"question": query}, content_type="application/json")
+        timings[label].append(time.perf_counter() - started)
+        if label in cpu:
+            cpu[label].append(time.process_time() - started_cpu)
+        if response.status_code != 200:
+            raise SystemExit(f"/ask answered {response.status_code}: {response.content[:300]!r}")
+        judged = settings.JUDGE_ENABLED
+        if judged != bool(judge_seconds):
+            raise SystemExit(f"{label}: the judge ran {len(judge_seconds)} times")
+        if label == ask_on:
+            timings[judge_call].append(sum(judge_seconds))
+            timings[judge_onnx].append(sum(onnx_seconds))
+            cpu[judge_onnx].append(sum(onnx_cpu_seconds))
 
     # Every measurement of a query runs back to back with the others, so that a change of load
     # on the machine during the run affects them alike.
-    for _ in range(args.rounds):
-        cache.clear()
+    for round_number in range(args.rounds):
+        if round_number == args.rounds - 1:
+            search_hits = search_misses = 0
         for query in queries:
+            cache.clear()
             started = time.perf_counter()
             vector = backend.embed([query])[0]
             timings["embedding"].append(time.perf_counter() - started)
@@ -253,21 +446,58 @@ def main() -> None:
                     embedding=vector, model_name=backend.model_name, repository_ids=repository_ids, depth=depth
                 )
             timings["dense SQL"].append(time.perf_counter() - started)
-            search(query, uncached)
-            search(query, cached)
-    hits, misses = cache.hits, cache.misses
+            with override_settings(JUDGE_ENABLED=False):
+                search(query, uncached)
+                search(query, cached)
+                cache.clear()
+                ask(query, ask_off)
+            with override_settings(JUDGE_ENABLED=True):
+                # Cold: the question is embedded and every judged passage read by the model.
+                cache.clear()
+                active.passages_cache.clear()
+                ask(query, ask_on)
+                cache.clear()
+                ask(query, ask_warm)
+                cache.clear()
+                active.passages_cache.clear()
+                search(query, search_on)
+    hybrid_search.passages_judge = passages_judge_unwrapped
+    setattr(backend, "token_vectors", token_vectors_unwrapped)  # noqa: B010
 
     print(f"\n{total} chunks indexed; {len(queries)} queries x {args.rounds} rounds; limit 10, depth {depth}")
-    print(f"{'measurement':<34}{'p50 ms':>10}{'p95 ms':>10}")
+    print(f"{backend.describe()}, {args.threads} thread(s) per inference")
+    print(f"{'measurement':<38}{'p50 ms':>10}{'p95 ms':>10}{'CPU p50 ms':>12}")
     for label, values in timings.items():
-        print(f"{label:<34}{percentile(values, 0.5) * 1000:>10.1f}{percentile(values, 0.95) * 1000:>10.1f}")
+        cpu_p50 = f"{percentile(cpu[label], 0.5) * 1000:>12.1f}" if label in cpu else ""
+        print(f"{label:<38}{percentile(values, 0.5) * 1000:>10.1f}{percentile(values, 0.95) * 1000:>10.1f}{cpu_p50}")
     parts = sum(statistics.median(timings[label]) for label in ("embedding", "lexical SQL", "dense SQL"))
-    endpoint = statistics.median(timings["/search, embedding not cached"])
+    endpoint = statistics.median(timings[uncached])
     print(
         f"\n/search p50 {endpoint * 1000:.1f} ms vs embedding + lexical + dense p50 {parts * 1000:.1f} ms: "
         f"{(endpoint - parts) * 1000:+.1f} ms (target: within 25 ms)"
     )
-    print(f"embedding cache in the last round: {hits} hits, {misses} misses (second pass of each query: all hits)")
+    judged, unjudged = statistics.median(timings[ask_on]), statistics.median(timings[ask_off])
+    share = statistics.median(
+        judge / total_seconds for judge, total_seconds in zip(timings[judge_call], timings[ask_on], strict=True)
+    )
+    print(
+        f"/ask p50 with the judge {judged * 1000:.1f} ms (target: 300 ms), without {unjudged * 1000:.1f} ms"
+        f" ({(judged - unjudged) * 1000:+.1f} ms); the judge's call is {share:.0%} of a judged /ask (median share),"
+        f" its ONNX call p50 {statistics.median(timings[judge_onnx]) * 1000:.1f} ms"
+    )
+    print(
+        f"/ask CPU p50 of this process: {statistics.median(cpu[ask_on]) * 1000:.1f} ms with the judge,"
+        f" {statistics.median(cpu[ask_off]) * 1000:.1f} ms without"
+        f" (the ONNX call {statistics.median(cpu[judge_onnx]) * 1000:.1f} ms)"
+    )
+    print(
+        f"embedding cache in the last round's /search calls: {search_hits} hits, {search_misses} misses"
+        " (each query: the first /search and the judged one miss, the second hits)"
+    )
+    if args.compare_passage_tokens:
+        passage_tokens_compare(
+            active, queries=queries, repositories=repositories, shorter=args.compare_passage_tokens, rounds=args.rounds
+        )
 
     sample = "How do I configure the database connection pool size?"
     query = lexical_query_build(text=sample)

@@ -77,6 +77,21 @@ def _order_key(seed: int, *parts: object) -> str:
     return hashlib.sha256(repr((seed, *parts)).encode()).hexdigest()
 
 
+class _PassageTexts:
+    """The judge's text of each of a repository's chunks (`judge_passage`), made on first use:
+    a fit reads a few hundred of them, not the whole corpus."""
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self._chunks = {chunk.pk: chunk for chunk in chunks}
+        self._texts: dict[int, str] = {}
+
+    def __call__(self, chunk_id: int) -> str:
+        if chunk_id not in self._texts:
+            chunk = self._chunks[chunk_id]
+            self._texts[chunk_id] = judge_passage(path=chunk.path, text=chunk.text)
+        return self._texts[chunk_id]
+
+
 # The chunk ids ranked for a section's first chunk, best first.
 Ranker = Callable[[Chunk, Repository], list[int]]
 
@@ -88,11 +103,13 @@ def _title_vector_ranker(limit: int) -> Ranker:
     heading_weight = fusion_parameters_configured().heading_weight
 
     def rank(chunk: Chunk, repository: Repository) -> list[int]:
-        if chunk.heading_embedding is None:
+        # Read for this chunk alone: the miner does not load every chunk's vector.
+        heading_embedding = Chunk.objects.filter(pk=chunk.pk).values_list("heading_embedding", flat=True).first()
+        if heading_embedding is None:
             return []
         with transaction.atomic():  # the HNSW settings are transaction-local
             hits = dense_candidates(
-                embedding=list(chunk.heading_embedding),
+                embedding=list(heading_embedding),
                 model_name=chunk.embedding_model,
                 repository_ids=[repository.pk],
                 depth=limit,
@@ -116,12 +133,16 @@ def pairs_mine(
     rank = ranker or _title_vector_ranker(limit=negatives + 8)
     mined: list[MinedQuery] = []
     for repository in repositories:
+        # Every chunk's place (file, section, order) but not its title vector: loading and
+        # parsing the 384 numbers of 100,000 chunks took most of a fit's memory (2.5 GB) to use
+        # the vectors of the 60 queries taken. Texts are read into passages only when a query,
+        # its positive or a negative needs one.
         chunks = list(
             Chunk.objects.filter(repository=repository)
             .order_by("path", "ordinal", "start_line")
-            .only("pk", "path", "heading", "text", "ordinal", "start_line", "heading_embedding", "embedding_model")
+            .only("pk", "path", "heading", "text", "ordinal", "start_line", "embedding_model")
         )
-        passages = {chunk.pk: judge_passage(path=chunk.path, text=chunk.text) for chunk in chunks}
+        passage = _PassageTexts(chunks)
         section_of = {chunk.pk: (chunk.path, tuple(chunk.heading)) for chunk in chunks}
         firsts: dict[tuple[str, tuple[str, ...]], Chunk] = {}
         for chunk in chunks:
@@ -132,27 +153,28 @@ def pairs_mine(
         candidates = []
         for section, chunk in firsts.items():
             query = section_query(section[1])
-            if query is None or len(passages[chunk.pk]) < POSITIVE_MIN_CHARS:
-                continue
-            candidates.append((_order_key(seed, repository.name, chunk.path, section[1]), query, chunk))
+            if query is not None:
+                candidates.append((_order_key(seed, repository.name, chunk.path, section[1]), query, chunk))
         candidates.sort(key=lambda item: item[0])
         taken = 0
         for _, query, chunk in candidates:
             if queries_per_repository is not None and taken >= queries_per_repository:
                 break
+            if len(passage(chunk.pk)) < POSITIVE_MIN_CHARS:
+                continue
             section = section_of[chunk.pk]
             chosen: list[int] = []
             siblings = by_file[chunk.path]
             position = siblings.index(chunk)
             for neighbour in (siblings[position - 1] if position else None, *siblings[position + 1 : position + 2]):
-                if neighbour is not None and section_of[neighbour.pk] != section and passages[neighbour.pk]:
+                if neighbour is not None and section_of[neighbour.pk] != section and passage(neighbour.pk):
                     chosen.append(neighbour.pk)
                     break
             for chunk_id in rank(chunk, repository):
                 if len(chosen) >= negatives:
                     break
                 if chunk_id in section_of and section_of[chunk_id] != section and chunk_id not in chosen:
-                    if passages[chunk_id] and passages[chunk_id] != passages[chunk.pk]:
+                    if passage(chunk_id) and passage(chunk_id) != passage(chunk.pk):
                         chosen.append(chunk_id)
             if len(chosen) < negatives:
                 continue
@@ -161,8 +183,8 @@ def pairs_mine(
                     repository=repository.name,
                     chunk_id=chunk.pk,
                     query=query,
-                    positive=passages[chunk.pk],
-                    negatives=tuple(passages[chunk_id] for chunk_id in chosen),
+                    positive=passage(chunk.pk),
+                    negatives=tuple(passage(chunk_id) for chunk_id in chosen),
                     negative_chunk_ids=tuple(chosen),
                 )
             )

@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
+from threadpoolctl import ThreadpoolController
 
 from groundtruth.embeddings import EmbeddingError, embedding_backend
 from groundtruth.judge.late_interaction import LateInteractionJudge
@@ -33,6 +35,26 @@ logger = logging.getLogger(__name__)
 # Projected token vectors of this many passages are kept per process (about 2,000 chunks of
 # 200 tokens x 384 float32 would be 600 MB; float16 halves it, and 512 passages cost ~80 MB).
 PASSAGE_CACHE_SIZE = 512
+
+
+_blas: dict[str, ThreadpoolController] = {}
+
+
+@contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """numpy's BLAS on one thread inside the block (its own setting again after).
+
+    A judge's MaxSim is a (question tokens x 384) by (384 x 128) product per passage: too small
+    to share between threads, and OpenBLAS's threads handing it over cost 50 times the product
+    on a loaded 2-core machine (8 scores: 57 ms of wall and 13 ms of CPU against 2 ms and 0.4 ms,
+    docs/ground-truth-judge.md). Each thread computes whole dot products either way, so the
+    scores are the same. The controller (a scan of the loaded libraries, ~20 ms) is made once.
+    """
+    controller = _blas.get("controller")
+    if controller is None:
+        controller = _blas.setdefault("controller", ThreadpoolController())
+    with controller.limit(limits=1, user_api="blas"):
+        yield
 
 
 @dataclass
@@ -118,19 +140,21 @@ def passages_judge(judge: ActiveJudge, *, query: str, chunks: Sequence[Chunk]) -
     texts = [query] + [judge_passage(path=chunk.path, text=chunk.text) for chunk in missing]
     # One call: the question and the passages not yet seen share the model's batches.
     vectors = token_vectors(texts, max_tokens=judge.model.passage_tokens)
-    question = judge.model.project(vectors[0])
     weights = (
         judge.model.query_weights(token_ids([query], max_tokens=judge.model.passage_tokens)[0])
         if judge.model.piece_weights is not None
         else None
     )
-    for chunk, passage in zip(missing, vectors[1:], strict=True):
-        judge.passages_cache[(chunk.pk, chunk.content_hash)] = judge.model.project(passage).astype(np.float16)
     scores = {}
-    for chunk in chunks:
-        key = (chunk.pk, chunk.content_hash)
-        judge.passages_cache.move_to_end(key)
-        scores[chunk.pk] = round(judge.model.score(question, judge.passages_cache[key].astype(np.float32), weights), 6)
+    with single_threaded_blas():
+        question = judge.model.project(vectors[0])
+        for chunk, passage in zip(missing, vectors[1:], strict=True):
+            judge.passages_cache[(chunk.pk, chunk.content_hash)] = judge.model.project(passage).astype(np.float16)
+        for chunk in chunks:
+            key = (chunk.pk, chunk.content_hash)
+            judge.passages_cache.move_to_end(key)
+            passage = judge.passages_cache[key].astype(np.float32)
+            scores[chunk.pk] = round(judge.model.score(question, passage, weights), 6)
     while len(judge.passages_cache) > PASSAGE_CACHE_SIZE:
         judge.passages_cache.popitem(last=False)
     return scores

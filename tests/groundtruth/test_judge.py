@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info
 
 from agentplatform.health import health_probe
 from agentplatform.plumbing.errors import InvalidInput
@@ -33,7 +34,13 @@ from groundtruth.judge.fitting import (
 )
 from groundtruth.judge.late_interaction import LateInteractionJudge, late_interaction_fit, piece_idf
 from groundtruth.judge.pair_mining import MinedQuery, judge_passage, pairs_mine, section_query
-from groundtruth.judge.scoring import judge_in_use, judge_load_failure, judge_state, passages_judge
+from groundtruth.judge.scoring import (
+    judge_in_use,
+    judge_load_failure,
+    judge_state,
+    passages_judge,
+    single_threaded_blas,
+)
 from groundtruth.models import IngestRun, IngestStatus, RelevanceJudge, Repository
 from groundtruth.search.abstention import abstention_assess
 from groundtruth.search.hybrid_search import chunk_search
@@ -161,6 +168,24 @@ def test_token_ids_are_the_word_pieces_of_the_token_vectors_rows():
     ]
     assert [len(vectors) for vectors in backend.token_vectors(["reset password", RESET], max_tokens=8)] == [2, 7]
     assert backend.vocabulary_size() == 30522
+
+
+def test_judge_scores_with_numpys_blas_on_one_thread_and_gives_the_process_its_setting_back():
+    def blas_threads() -> list[int]:
+        return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+    before = blas_threads()
+    query = np.eye(3, 4, dtype=np.float32)
+    passage = np.eye(4, dtype=np.float32)[[0, 1]]
+    with single_threaded_blas():
+        inside = blas_threads()
+        score = LateInteractionJudge(passage_tokens=8).score(query, passage)
+
+    assert len(before) >= 1  # numpy's own BLAS is loaded
+    assert inside == [1] * len(before)
+    assert blas_threads() == before
+    # Rows 0 and 1 of the question find themselves, row 2 nothing: (1 + 1 + 0) / 3.
+    assert score == pytest.approx(2 / 3, abs=1e-7)
 
 
 def test_piece_idf_is_bm25s_inverse_document_frequency_over_the_corpus():
