@@ -81,19 +81,27 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime + stime
 
 
-def server_cpu(side: Side) -> tuple[float, float]:
-    """CPU seconds used so far by the side's gunicorn (master and workers) and by the PostgreSQL
-    backends connected to its database."""
+def server_cpu(side: Side) -> tuple[float, dict[int, float]]:
+    """CPU seconds used so far by the side's gunicorn (master and workers), and by each PostgreSQL
+    backend connected to its database (by pid: Django closes a connection after CONN_MAX_AGE and
+    opens another, so a load's share is the growth of the backends alive at its end)."""
     listing = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True, check=True).stdout
-    web = database = 0.0
+    web = 0.0
+    backends: dict[int, float] = {}
     assert side.server is not None
     for line in listing.splitlines():
         pid, ppid, args = line.split(None, 2)
         if int(pid) == side.server.pid or int(ppid) == side.server.pid:
             web += _cpu_seconds(int(pid))
         elif args.startswith("postgres: ") and f" {side.database} " in args:
-            database += _cpu_seconds(int(pid))
-    return web, database
+            backends[int(pid)] = _cpu_seconds(int(pid))
+    return web, backends
+
+
+def backends_growth(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds the backends alive at the end used since `before` (a backend that ended in
+    between is left out: the figure errs low)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def procfile_web(checkout: Path, env: dict[str, str]) -> list[str]:
@@ -276,12 +284,13 @@ def main() -> None:
                 side.latencies += latencies
                 side.seconds += seconds
                 side.errors += errors
+                database_seconds = backends_growth(database_before, database_after)
                 side.web_cpu += web_after - web_before
-                side.database_cpu += database_after - database_before
+                side.database_cpu += database_seconds
                 rate, p50, p99 = figures(latencies, seconds)
                 count = max(len(latencies), 1)
                 web_ms = (web_after - web_before) * 1000 / count
-                database_ms = (database_after - database_before) * 1000 / count
+                database_ms = database_seconds * 1000 / count
                 print(
                     f"{round_number:<7}{side.label:<20}{rate:>8.1f}{p50:>9.0f}{p99:>9.0f}{errors:>8}"
                     f"{web_ms:>11.1f}+{database_ms:<7.1f}{before:>7.1f}->{after:<5.1f}",
