@@ -54,10 +54,11 @@ def asker_label(caller: object) -> str:
     return f"staff:{username()}" if callable(username) else "unknown"
 
 
-# At most this many records wait in a process: about 5 MB at worst, minutes of the web tier's
-# peak rate, so only a database that stopped answering fills it.
+# At most this many records wait in a process: some tens of MB at worst (questions of up to 2,000
+# characters), minutes of the web tier's peak rate, so only a database that stopped answering
+# fills it.
 QUEUE_ROWS = 10_000
-# One INSERT of this many rows at most (7 parameters each, well under PostgreSQL's 65,535).
+# One INSERT of this many rows at most (6 parameters each, well under PostgreSQL's 65,535).
 BATCH_ROWS = 500
 # A stopping worker writes what is pending within this, well inside gunicorn's graceful timeout.
 EXIT_FLUSH_SECONDS = 5.0
