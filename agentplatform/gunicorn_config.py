@@ -111,3 +111,12 @@ def post_worker_init(worker: Any) -> None:
             worker.pid,
             embedding_backend().describe(),
         )
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """Writes the audit records this worker still holds in memory before it exits (a graceful stop,
+    a restart, max_requests): groundtruth/question_audit.py. The wiring may import the apps; atexit
+    would also do it, but this runs before the interpreter starts tearing down."""
+    from groundtruth.question_audit import question_audit_writer
+
+    question_audit_writer.close()

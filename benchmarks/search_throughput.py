@@ -13,6 +13,11 @@ load of 5 s each), then loaded in turn for --seconds per round, baseline first, 
 rounds: each round's and the pooled requests/s, p50 and p99 are printed side by side with the
 ratio, and the 1-minute load average before and after each load (the machine is shared).
 Every query is distinct (no embedding-cache hits).
+
+Beside them, the CPU time each request cost the server, from /proc: the gunicorn master and its
+workers, and the PostgreSQL backends connected to the side's database. On a machine shared with
+other work requests/s measure the share of the cores each side got as much as its code; CPU
+milliseconds per request measure the code alone.
 """
 
 from __future__ import annotations
@@ -60,6 +65,43 @@ class Side:
     latencies: list[float] = field(default_factory=list)
     seconds: float = 0.0
     errors: int = 0
+    database: str = ""
+    web_cpu: float = 0.0  # seconds, over the measured loads
+    database_cpu: float = 0.0
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime + stime
+
+
+def server_cpu(side: Side) -> tuple[float, dict[int, float]]:
+    """CPU seconds used so far by the side's gunicorn (master and workers), and by each PostgreSQL
+    backend connected to its database (by pid: Django closes a connection after CONN_MAX_AGE and
+    opens another, so a load's share is the growth of the backends alive at its end)."""
+    listing = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True, check=True).stdout
+    web = 0.0
+    backends: dict[int, float] = {}
+    assert side.server is not None
+    for line in listing.splitlines():
+        pid, ppid, args = line.split(None, 2)
+        if int(pid) == side.server.pid or int(ppid) == side.server.pid:
+            web += _cpu_seconds(int(pid))
+        elif args.startswith("postgres: ") and f" {side.database} " in args:
+            backends[int(pid)] = _cpu_seconds(int(pid))
+    return web, backends
+
+
+def backends_growth(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds the backends alive at the end used since `before` (a backend that ended in
+    between is left out: the figure errs low)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def procfile_web(checkout: Path, env: dict[str, str]) -> list[str]:
@@ -216,6 +258,7 @@ def main() -> None:
     ]
     try:
         for side, database in zip(sides, ("gt_bench_throughput_baseline", "gt_bench_throughput_current"), strict=True):
+            side.database = database
             side_prepare(side, database=database, chunks=args.chunks, embedded=args.embedded)
         for side in sides:
             side_start(side, workers=args.workers, log_dir=work)
@@ -226,30 +269,46 @@ def main() -> None:
             f"{CONCURRENT_CLIENTS} clients for {args.seconds:g} s per side and round, distinct queries, "
             f"{args.chunks} chunks:"
         )
-        header = f"{'round':<7}{'side':<20}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'load avg':>14}"
+        header = (
+            f"{'round':<7}{'side':<20}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}"
+            f"{'CPU ms/req web+db':>19}{'load avg':>14}"
+        )
         print(header)
         for round_number in range(1, args.rounds + 1):
             for side in sides:
                 before = os.getloadavg()[0]
+                web_before, database_before = server_cpu(side)
                 latencies, seconds, errors = load(side, seconds=args.seconds, tag=f"r{round_number}")
+                web_after, database_after = server_cpu(side)
                 after = os.getloadavg()[0]
                 side.latencies += latencies
                 side.seconds += seconds
                 side.errors += errors
+                database_seconds = backends_growth(database_before, database_after)
+                side.web_cpu += web_after - web_before
+                side.database_cpu += database_seconds
                 rate, p50, p99 = figures(latencies, seconds)
+                count = max(len(latencies), 1)
+                web_ms = (web_after - web_before) * 1000 / count
+                database_ms = database_seconds * 1000 / count
                 print(
                     f"{round_number:<7}{side.label:<20}{rate:>8.1f}{p50:>9.0f}{p99:>9.0f}{errors:>8}"
-                    f"{before:>7.1f}->{after:<5.1f}",
+                    f"{web_ms:>11.1f}+{database_ms:<7.1f}{before:>7.1f}->{after:<5.1f}",
                     flush=True,
                 )
         print("\npooled over the rounds:")
-        print(f"{'side':<20}{'req/s':>8}{'x base':>8}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'requests':>10}")
+        print(
+            f"{'side':<20}{'req/s':>8}{'x base':>8}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'requests':>10}"
+            f"{'CPU ms/req':>12}{'base/this':>10}"
+        )
         base_rate = figures(sides[0].latencies, sides[0].seconds)[0]
+        base_cpu = (sides[0].web_cpu + sides[0].database_cpu) * 1000 / max(len(sides[0].latencies), 1)
         for side in sides:
             rate, p50, p99 = figures(side.latencies, side.seconds)
+            cpu = (side.web_cpu + side.database_cpu) * 1000 / max(len(side.latencies), 1)
             print(
                 f"{side.label:<20}{rate:>8.1f}{rate / base_rate:>8.2f}{p50:>9.0f}{p99:>9.0f}{side.errors:>8}"
-                f"{len(side.latencies):>10}"
+                f"{len(side.latencies):>10}{cpu:>12.1f}{base_cpu / cpu:>10.2f}"
             )
     finally:
         for side in sides:

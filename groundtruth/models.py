@@ -300,8 +300,9 @@ class RelevanceJudge(models.Model):
 
 class AskedQuestion(models.Model):
     """One question put to /search, /ask or an MCP tool: who asked (the key's prefix, never its
-    secret), what, over which repositories, and whether the documentation answered. Written with
-    one INSERT per call (groundtruth/question_audit.py); purged after QUESTION_AUDIT_RETENTION_DAYS."""
+    secret), what, over which repositories, and whether the documentation answered. Queued by
+    each call and inserted in batches by a writer thread (groundtruth/question_audit.py); purged
+    after QUESTION_AUDIT_RETENTION_DAYS."""
 
     asked_at = models.DateTimeField(db_index=True)
     key_prefix = models.CharField(max_length=40, db_index=True, help_text="sk_<lookup>, or staff:<username>")

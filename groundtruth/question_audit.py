@@ -3,11 +3,27 @@ asked, by key prefix, what, over which repositories, whether the sources were mi
 QUESTION_AUDIT_RETENTION_DAYS, and read in the admin, where the questions the documentation could
 not answer, most frequent first per repository, tell the teams that own the docs what to write.
 
-The write is one INSERT, in a transaction that does not wait for its WAL flush; the REST
-endpoints make it once the response has been sent (when the server closes it), so that it adds
-nothing measurable to the answer's latency (benchmarks/question_audit.py).
-A failure of it is logged and never fails the answer (an audit that cannot be written must not
-take search down with it).
+The record is written off the request thread (QUESTION_AUDIT_BACKGROUND, the default): the call
+only queues the row, and a writer thread of the process inserts what is queued every
+QUESTION_AUDIT_FLUSH_SECONDS (or once BATCH_ROWS wait) as one multi-row INSERT,
+on a connection of its own (agentplatform/plumbing/background_batches.py). A gunicorn thread is
+therefore free for the next request as soon as the response is sent, instead of waiting for an
+INSERT's round trip (39 ms under load, docs/inference.md). The REST endpoints queue it once the
+response has been sent (when the server closes it); MCP's tools as they return.
+
+Durability, the price of that: a record waits in the process's memory for up to
+QUESTION_AUDIT_FLUSH_SECONDS. A normal stop writes what is pending (gunicorn's `worker_exit`,
+atexit elsewhere, for at most EXIT_FLUSH_SECONDS); a worker killed with SIGKILL (or
+by the OOM killer) loses the records of its last fraction of a second. When the database is so slow
+that QUEUE_ROWS records wait, further ones are dropped and the count logged, so a
+hung database neither grows memory nor holds a request. Each INSERT's transaction does not wait
+for its WAL flush: a PostgreSQL crash may lose the last fraction of a second too, never half a
+record. The audit is an operator's view of what the docs lack, not an access log of record.
+
+With QUESTION_AUDIT_BACKGROUND false (the tests, which read the record back inside their own
+transaction) the INSERT runs in the caller's thread, as before. Either way a failure of it is
+logged and never fails the answer (an audit that cannot be written must not take search down
+with it).
 """
 
 from __future__ import annotations
@@ -18,10 +34,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.http.response import HttpResponseBase
 from django.utils import timezone
 
+from agentplatform.plumbing.background_batches import BackgroundBatchWriter
 from groundtruth.models import AskedQuestion
 
 logger = logging.getLogger(__name__)
@@ -37,10 +54,52 @@ def asker_label(caller: object) -> str:
     return f"staff:{username()}" if callable(username) else "unknown"
 
 
+# At most this many records wait in a process: some tens of MB at worst (questions of up to 2,000
+# characters), minutes of the web tier's peak rate, so only a database that stopped answering
+# fills it.
+QUEUE_ROWS = 10_000
+# One INSERT of this many rows at most (6 parameters each, well under PostgreSQL's 65,535).
+BATCH_ROWS = 500
+# A stopping worker writes what is pending within this, well inside gunicorn's graceful timeout.
+EXIT_FLUSH_SECONDS = 5.0
+
+
+def _records_insert(rows: list[AskedQuestion]) -> None:
+    """One multi-row INSERT in a transaction of its own (a savepoint inside a caller's, so that a
+    failed INSERT leaves it usable) that does not wait for its WAL flush (see the module
+    docstring); inside a caller's transaction (tests) the setting lasts until that one ends."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        AskedQuestion.objects.bulk_create(rows)
+
+
+def _records_insert_in_writer_thread(rows: list[AskedQuestion]) -> None:
+    # The writer thread's own connection: replaced when it broke (a failed batch, a restarted
+    # server) or outlived CONN_MAX_AGE, before and after each batch as Django does around each request.
+    close_old_connections()
+    try:
+        _records_insert(rows)
+    finally:
+        close_old_connections()
+
+
+question_audit_writer: BackgroundBatchWriter[AskedQuestion] = BackgroundBatchWriter(
+    name="Question audit",
+    write=_records_insert_in_writer_thread,
+    capacity=QUEUE_ROWS,
+    batch_size=BATCH_ROWS,
+    interval_seconds=lambda: settings.QUESTION_AUDIT_FLUSH_SECONDS,
+    exit_timeout_seconds=EXIT_FLUSH_SECONDS,
+    logger=logger,
+)
+
+
 def asked_question_record(
     *, caller: object, via: str, question: str, repository_names: Iterable[str], sources_missing: bool
 ) -> None:
-    """Records one question; logs and swallows a database error (see the module docstring)."""
+    """Records one question: queued for the writer thread, or (QUESTION_AUDIT_BACKGROUND false)
+    inserted now; never raises for the database (see the module docstring)."""
     row = AskedQuestion(
         asked_at=timezone.now(),
         key_prefix=asker_label(caller)[:40],
@@ -49,16 +108,11 @@ def asked_question_record(
         repositories=list(repository_names),
         sources_missing=sources_missing,
     )
+    if settings.QUESTION_AUDIT_BACKGROUND:
+        question_audit_writer.submit(row)
+        return
     try:
-        # A transaction of its own (a savepoint inside a caller's, so that a failed INSERT leaves
-        # it usable) that does not wait for its WAL flush: a record may be lost if PostgreSQL
-        # crashes within the next fraction of a second, never half-written; that wait was most
-        # of what the write cost (benchmarks/question_audit.py). Inside a caller's transaction
-        # (tests) the setting lasts until that one ends.
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-            row.save(force_insert=True)
+        _records_insert([row])
     except DatabaseError:
         logger.exception("Question audit not written (%s by %s)", via, row.key_prefix)
 

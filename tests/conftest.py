@@ -22,6 +22,11 @@ from django.conf import settings
 # the caches are built lazily, so setting the prefix here still reaches every cache key.
 for _alias in settings.CACHES:
     settings.CACHES[_alias]["KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
+# The question audit is written by the request's thread here, inside the test's transaction, so a
+# test reads its record back at once and leaves nothing behind; the writer thread of production
+# is tested on its own (tests/groundtruth/test_question_audit_writer.py). Servers a test starts
+# get the default.
+settings.QUESTION_AUDIT_BACKGROUND = False
 
 from django.core.cache import cache  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402

@@ -73,6 +73,12 @@ ASK_SNIPPET_MAX_CHARS = env_positive_int("ASK_SNIPPET_MAX_CHARS", 1500)
 # The audit of questions (groundtruth/question_audit.py) names who asked what: kept only as long
 # as the teams need it to see what the docs do not answer, then purged daily by beat.
 QUESTION_AUDIT_RETENTION_DAYS = env_positive_int("QUESTION_AUDIT_RETENTION_DAYS", 90)
+# Each record is queued and written by a thread of the process, in batches, so that no request
+# waits on the INSERT; false: written by the request's thread (what the tests read back inside
+# their transaction). A queued record waits up to QUESTION_AUDIT_FLUSH_SECONDS: what a SIGKILLed
+# process loses (groundtruth/question_audit.py).
+QUESTION_AUDIT_BACKGROUND = env_boolean("QUESTION_AUDIT_BACKGROUND", True)
+QUESTION_AUDIT_FLUSH_SECONDS = env_non_negative("QUESTION_AUDIT_FLUSH_SECONDS", 0.2)
 # Missing sources (groundtruth/search/abstention.py): the model and threshold are data, in
 # groundtruth/search/fitted/abstention.json; as for the re-ranking, a file of one's own may replace it.
 ASK_ABSTENTION_FIT_FILE = env.str("ASK_ABSTENTION_FIT_FILE", default="")

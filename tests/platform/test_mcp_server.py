@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,8 @@ def mcp(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[McpSet
             "RATE_LIMIT_AUTHENTICATED": f"{RATE_LIMIT}/d",
             "WEB_BASE_URL": WEB_BASE_URL,
             "GROUNDTRUTH_PREFIX": "",
+            # The audit's writer thread inserts each record as soon as it is queued (see below).
+            "QUESTION_AUDIT_FLUSH_SECONDS": "0",
         }
         with procfile_server(
             name="mcp", port_variable="MCP_PORT", environment=environment, log_path=root / "mcp.log"
@@ -676,6 +679,10 @@ def test_search_docs_and_ask_calls_are_recorded_in_the_audit_of_questions(mcp, r
     call_tool(mcp.url, reader, "search_docs", {"query": "ACME_TOKEN environment"})
     call_tool(mcp.url, reader, "ask", {"question": "How do I rotate the Kubernetes ingress certificates?"})
     call_tool(mcp.url, reader, "list_repositories", {})
+    # The server's writer thread inserts them after the calls returned (the same path as /search).
+    deadline = time.monotonic() + 30
+    while AskedQuestion.objects.count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
 
     prefix = ApiKey.objects.get().display_prefix
     assert list(
