@@ -1,11 +1,12 @@
-"""Does forcing the dense leg onto its HNSW indexes (enable_seqscan off in
+"""Does forcing the dense leg onto its HNSW indexes (enable_seqscan and enable_sort off in
 `groundtruth/search/dense_search.py`) change what search returns on real documentation?
 
     python benchmarks/dense_plan_ab.py --eval-set DIR   # after benchmarks/retrieval.py --ingest-only
 
 Every question of the set (paraphrase and FAQ wording) is searched twice in one run over the index
 that `benchmarks/retrieval.py` built (database gt_bench_retrieval): with the shipped session
-statements, and with the planner free to choose an exact sequential scan. It prints how many
+statements, and with the planner free to choose an exact scan (sequential, or by another index,
+then a sort of every distance). It prints how many
 queries' top 10 and first result differ: none means the retrieval figures are the same.
 """
 
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.benchmark_database import benchmark_database_use
 
-FORCED_INDEX = "set_config('enable_seqscan', 'off', true), "
+FORCED_INDEX = ("set_config('enable_seqscan', 'off', true), ", "set_config('enable_sort', 'off', true), ")
 
 
 def main() -> None:
@@ -36,10 +37,14 @@ def main() -> None:
     from groundtruth.search.hybrid_search import chunk_search
 
     shipped = dense_search.dense_session_statements
-    assert any(FORCED_INDEX in statement for statement in shipped()), "the shipped statements changed"
+    for forcing in FORCED_INDEX:
+        assert any(forcing in statement for statement in shipped()), "the shipped statements changed"
 
     def planner_free() -> list[str]:
-        return [statement.replace(FORCED_INDEX, "") for statement in shipped()]
+        statements = shipped()
+        for forcing in FORCED_INDEX:
+            statements = [statement.replace(forcing, "") for statement in statements]
+        return statements
 
     repositories = list(Repository.objects.filter(enabled=True))
     questions = [json.loads(line) for line in (options.eval_set / "questions.jsonl").read_text().splitlines()]

@@ -71,11 +71,17 @@ def dense_session_statements() -> list[str]:
     enable_seqscan off: below some tens of thousands of chunks the planner estimates a sequential
     scan (the distance to every row, an exact top-N) cheaper than the HNSW index, and is wrong:
     EXPLAIN ANALYZE of this query on benchmarks/search_throughput.py's 3,000 chunks gave a median
-    61 ms by two sequential scans against 9 ms by the two indexes (docs/inference.md). The rest of
-    the search's transaction reads by primary key or after the legs, so nothing else loses by it."""
+    61 ms by two sequential scans against 9 ms by the two indexes (docs/inference.md).
+    enable_sort off: without it the planner replaced the sequential scan by another exact one, the
+    repository_id btree (or a bitmap scan) feeding a sort of every chunk's distance: a median 43 ms
+    against 3 ms by the HNSW indexes on those 3,000 chunks (docs/inference.md). The HNSW scans are
+    the only plan of the two CTEs without a disabled node, so PostgreSQL (18) always takes them;
+    the outer ORDER BY still sorts (nothing else can). The rest of the search's transaction reads
+    by primary key, unordered, or groups into sets, so nothing else loses by either setting."""
     return [
         "SELECT "
         "set_config('enable_seqscan', 'off', true), "
+        "set_config('enable_sort', 'off', true), "
         f"set_config('hnsw.ef_search', '{int(settings.SEARCH_HNSW_EF_SEARCH)}', true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
         f"set_config('hnsw.max_scan_tuples', '{int(settings.SEARCH_HNSW_MAX_SCAN_TUPLES)}', true)"
