@@ -14,6 +14,7 @@ read them once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import OrderedDict
@@ -37,7 +38,10 @@ logger = logging.getLogger(__name__)
 PASSAGE_CACHE_SIZE = 512
 
 
-_blas: dict[str, ThreadpoolController] = {}
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """The scan of the loaded libraries (~20 ms), made once per process."""
+    return ThreadpoolController()
 
 
 @contextmanager
@@ -48,12 +52,9 @@ def single_threaded_blas() -> Iterator[None]:
     to share between threads, and OpenBLAS's threads handing it over cost 50 times the product
     on a loaded 2-core machine (8 scores: 57 ms of wall and 13 ms of CPU against 2 ms and 0.4 ms,
     docs/ground-truth-judge.md). Each thread computes whole dot products either way, so the
-    scores are the same. The controller (a scan of the loaded libraries, ~20 ms) is made once.
+    scores are the same.
     """
-    controller = _blas.get("controller")
-    if controller is None:
-        controller = _blas.setdefault("controller", ThreadpoolController())
-    with controller.limit(limits=1, user_api="blas"):
+    with _blas_controller().limit(limits=1, user_api="blas"):
         yield
 
 
