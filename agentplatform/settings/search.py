@@ -25,7 +25,7 @@ SEARCH_BM25_K1 = env_non_negative("SEARCH_BM25_K1", 1.2)
 SEARCH_BM25_B = env_non_negative("SEARCH_BM25_B", 0.75)
 if SEARCH_BM25_B > 1:
     raise ImproperlyConfigured(f"SEARCH_BM25_B must be between 0 and 1, got {SEARCH_BM25_B}")
-SEARCH_LEXICAL_MAX_CANDIDATES = env_positive_int("SEARCH_LEXICAL_MAX_CANDIDATES", 5000)
+SEARCH_LEXICAL_MAX_CANDIDATES = env_positive_int("SEARCH_LEXICAL_MAX_CANDIDATES", 1000)
 SEARCH_HNSW_EF_SEARCH = env_positive_int("SEARCH_HNSW_EF_SEARCH", 100)
 SEARCH_HNSW_MAX_SCAN_TUPLES = env_positive_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000)
 # Query embeddings kept per web process (in-process LRU; entries, about 3 KB each).
