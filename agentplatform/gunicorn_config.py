@@ -9,8 +9,11 @@
 - Workers: gunicorn's threaded worker, whose main thread also reads each request's header
   (agentplatform/gunicorn_worker.py says why neither `sync`, plain `gthread` nor the ASGI worker):
   idle, half-sent or trickled headers hold no thread and get no worker killed.
-- Each worker loads the embedding model before it accepts a connection, so no request pays it
-  (ONNX Runtime: under a second, the weights mapped from the export every process shares).
+- The application is imported, and the embedding model loaded, by the arbiter before it forks
+  its workers (`preload_app`, `when_ready`): every worker, a replaced one too, starts with the
+  model ready and shares the arbiter's copy of its prepacked weights copy-on-write
+  (groundtruth.embeddings.embedding_backend_load_for_forks says why prepacked). Before the
+  first export exists, each worker prepares the model itself, serving meanwhile (post_worker_init).
 - Forwarded headers: gunicorn trusts none (see `forwarded_allow_ips` below); Django alone decides,
   from TRUSTED_PROXY_COUNT (agentplatform/settings/security.py).
 """
@@ -82,6 +85,22 @@ def problem_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
 
 
 util.write_error = problem_error
+
+
+# Imported once by the arbiter, not by each worker: the forks share its pages (the embedding
+# model's above all). A HUP then restarts the workers without re-reading the code; a deploy
+# restarts the arbiter (docs/deployment.md).
+preload_app = True
+
+
+def when_ready(server: Any) -> None:
+    """In the arbiter, after it bound its sockets and before it forks the workers: loads the
+    embedding model they will inherit (when its export is ready; under a second)."""
+    from groundtruth.embeddings import embedding_backend_load_for_forks
+
+    started = time.monotonic()
+    if (described := embedding_backend_load_for_forks()) is not None:
+        logger.info("Embedding model loaded for the workers in %.1f s: %s", time.monotonic() - started, described)
 
 
 # A ready ONNX export loads in well under a second; the first export (or the torch runtime)

@@ -121,6 +121,9 @@ class LocalSentenceTransformer:
         self._lock = threading.Lock()
         self._model_name: str | None = None
         self._preparing_in_background = False
+        # True in a gunicorn arbiter that loads the model for the workers it forks
+        # (embedding_backend_load_for_forks): there ONNX Runtime may prepack the weights.
+        self.prepacked = False
         self.failure = ""
 
     @property
@@ -192,7 +195,9 @@ class LocalSentenceTransformer:
                 timeout=self.export_timeout,
                 progress=logger.info,
             )
-            return OnnxSentenceEncoder(model_dir=model_dir, exported=exported, threads=self.threads)
+            return OnnxSentenceEncoder(
+                model_dir=model_dir, exported=exported, threads=self.threads, share_weights=not self.prepacked
+            )
         except ExportFailed as exc:
             raise EmbeddingError(str(exc)) from exc
 
@@ -432,6 +437,50 @@ def embedding_backend_prepare(*, on_ready: Callable[[str], None] | None = None) 
     if isinstance(backend, LocalSentenceTransformer):
         return backend.prepare_in_background(on_ready=on_ready)
     return None
+
+
+def embedding_backend_load_for_forks() -> str | None:
+    """Loads the local ONNX model in this process, a gunicorn arbiter about to fork its workers
+    (agentplatform/gunicorn_config.py), with its weights prepacked: each fork inherits the loaded
+    session and shares its pages copy-on-write, so a worker (a replaced one too) starts with the
+    model ready and the prepacked weights are held once for all of them. Prepacking (MLAS's
+    blocked layout of every MatMul's weights, made once instead of on every run) took a single
+    query from 6.3 to 3.7 ms of CPU (docs/inference.md); a process that loads the model for itself
+    keeps the weights unpacked and mapped from the export, shared through the page cache.
+
+    Only when the export is ready: a first export takes a while, and the workers then prepare it
+    in the background as before (serving lexical search meanwhile). Returns the backend's
+    description, or None when nothing was loaded (another backend or runtime, no export yet, or
+    the load failed: logged, and each worker loads its own)."""
+    from groundtruth.inference.exported_model import (
+        ExportFailed,
+        export_directory,
+        export_problem,
+        model_weights_sha256,
+    )
+
+    backend = embedding_backend()
+    if not isinstance(backend, LocalSentenceTransformer) or backend.runtime != "onnx" or backend.loaded:
+        return None
+    model_dir = Path(backend.model_path)
+    try:
+        directory = export_directory(
+            model_dir=model_dir,
+            weights_sha256=model_weights_sha256(model_dir),
+            cache_dir=backend.export_dir or model_dir / ".onnx",
+        )
+    except ExportFailed:
+        return None
+    if export_problem(directory) is not None:
+        return None
+    backend.prepacked = True
+    try:
+        backend.embed(["warm-up"])
+    except Exception as exc:  # each worker then loads (or reports) the model itself
+        logger.warning("Embedding model not loaded before forking the workers: %s", exc)
+        backend.prepacked = False
+        return None
+    return backend.describe()
 
 
 def embedding_backend_get() -> EmbeddingBackend | None:

@@ -19,6 +19,7 @@ from groundtruth.embeddings import (
     LocalSentenceTransformer,
     _backend_for,
     embedding_backend,
+    embedding_backend_load_for_forks,
     packaged_model_path,
 )
 from groundtruth.inference.exported_model import (
@@ -65,6 +66,30 @@ def test_onnx_and_torch_runtimes_give_the_same_vectors_in_one_vector_space(setti
     # Same space: chunks embedded by either are searched together, nothing re-embeds.
     assert onnx_backend.model_name == torch_backend.model_name == "all-MiniLM-L6-v2"
     assert "ONNX Runtime (loaded)" in onnx_backend.describe()
+
+
+def test_a_gunicorn_arbiter_loads_the_model_prepacked_for_its_forks_once_it_is_exported(settings, tmp_path):
+    settings.EMBEDDING_BACKEND, settings.EMBEDDING_MODEL, settings.EMBEDDING_RUNTIME = "local", "", "onnx"
+    exported_var_dir = settings.VAR_DIR
+    settings.VAR_DIR = tmp_path  # no export here: the workers prepare it themselves, as before
+    assert embedding_backend_load_for_forks() is None
+    assert not embedding_backend().loaded
+    settings.VAR_DIR = exported_var_dir
+    _backend_for.cache_clear()  # its export directory comes from VAR_DIR
+    exported_model_ensure(model_dir=packaged_model_path(), cache_dir=Path(exported_var_dir) / "models", timeout=600)
+    assert embedding_backend_load_for_forks() == "local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
+    prepacked = embedding_backend()
+    assert isinstance(prepacked, LocalSentenceTransformer) and (prepacked.loaded, prepacked.prepacked) == (True, True)
+    assert embedding_backend_load_for_forks() is None  # loaded already
+    # The same vectors as a process that maps the weights unpacked.
+    unpacked = LocalSentenceTransformer(
+        model_path=str(packaged_model_path()),
+        batch_size=16,
+        runtime="onnx",
+        export_dir=Path(exported_var_dir) / "models",
+    )
+    cosines = (np.array(prepacked.embed(TEXTS)) * np.array(unpacked.embed(TEXTS))).sum(axis=1)
+    assert unpacked.prepacked is False and cosines.min() >= 0.99999
 
 
 def test_batches_hold_at_most_the_token_budget_and_the_batch_size():

@@ -1,11 +1,13 @@
 """What only the whole web server shows, through gunicorn as the Procfile runs it: every API
 answering 503 while the database is down, the server's own limits and refusals as problem
-details, and the embedding model loaded before the first request."""
+details, and the embedding model loaded once, before the workers fork."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -111,7 +113,9 @@ def test_server_limits_and_refusals_are_problem_details_and_the_longest_accepted
 
 
 @pytest.mark.django_db(transaction=True)
-def test_each_web_worker_loads_the_embedding_model_before_its_first_request(tmp_path: Path):
+def test_the_arbiter_loads_the_embedding_model_once_and_every_worker_a_replaced_one_too_starts_with_it(
+    tmp_path: Path,
+):
     environment = {
         "DATABASE_URL": celeryworker.test_database_url(),
         "EMBEDDING_BACKEND": "local",
@@ -120,13 +124,21 @@ def test_each_web_worker_loads_the_embedding_model_before_its_first_request(tmp_
     # The export is made once per host before the workers start (as `make run` does); a fresh
     # checkout's first export takes longer than a worker waits before serving lexically.
     call_command("prepare_models", stdout=io.StringIO())
-    with gunicorn_server(environment=environment, log_path=tmp_path / "web.log", workers=2) as base_url:
-        health = httpx.get(f"{base_url}/health", timeout=20).json()
-    assert health["checks"]["embeddings"]["status"] == "ok"
-    assert health["checks"]["embeddings"]["detail"] == "local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
-    log = (tmp_path / "web.log").read_text()
+    log_path = tmp_path / "web.log"
     ready = "embedding backend ready: local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
-    assert log.count(ready) == 2
+    with gunicorn_server(environment=environment, log_path=log_path, workers=2) as base_url:
+        health = httpx.get(f"{base_url}/health", timeout=20).json()
+        booted = [int(line.rsplit(" ", 1)[1]) for line in log_path.read_text().splitlines() if "Booting worker" in line]
+        os.kill(booted[0], signal.SIGKILL)  # the arbiter forks a replacement, model loaded
+        deadline = time.monotonic() + 30
+        while log_path.read_text().count(ready) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        replaced_health = httpx.get(f"{base_url}/health", timeout=20).json()
+    assert health["checks"]["embeddings"]["status"] == replaced_health["checks"]["embeddings"]["status"] == "ok"
+    assert health["checks"]["embeddings"]["detail"] == "local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
+    log = log_path.read_text()
+    assert log.count("Embedding model loaded for the workers in") == 1
+    assert (len(booted), log.count("Booting worker"), log.count(ready)) == (2, 3, 3)
 
 
 @pytest.mark.django_db(transaction=True)
