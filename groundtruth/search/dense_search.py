@@ -89,17 +89,19 @@ def dense_session_statements() -> list[str]:
 
 
 def dense_candidates(
-    *, embedding: list[float], model_name: str, repository_ids: list[int], depth: int
+    *, embedding: list[float], model_name: str, repository_ids: list[int], depth: int, session_ready: bool = False
 ) -> list[DenseHit]:
     """The chunks among the `depth` nearest passages or the `depth` nearest titles to
     `embedding` (of chunks embedded by `model_name`), nearest passage first.
 
-    Must run inside a transaction (the HNSW settings are transaction-local).
+    Must run inside a transaction (the HNSW settings are transaction-local). `session_ready`:
+    the caller ran dense_session_statements() in it already (hybrid_search, in the round trip
+    that opens its snapshot).
     """
     if not repository_ids:
         return []
     with connection.cursor() as cursor:
-        for statement in dense_session_statements():
+        for statement in [] if session_ready else dense_session_statements():
             cursor.execute(statement)
         cursor.execute(
             dense_search_sql(dimension=len(embedding)),

@@ -262,21 +262,35 @@ def spellings_present(*, words: Sequence[str], repository_ids: Sequence[int]) ->
         return {row[0] for row in cursor.fetchall()}
 
 
+def query_lexeme_sources(text: str) -> tuple[str, list[str]]:
+    """What a query's lexemes come from: the text to parse (the query, and the parts of its
+    dotted and camelCase names) and its whole underscore identifiers, sorted."""
+    whole, parts = identifier_terms(text)
+    return (f"{text}\n{' '.join(parts)}" if parts else text), sorted(whole)
+
+
+# The lexemes of QUERY_LEXEMES_SQL's %(body)s in first-seen order, then its %(whole)s
+# identifiers; a lexeme may come twice (callers keep the first). A subquery of a statement that
+# needs them (lexical_search.lexical_query_build) as well as a statement of its own.
+QUERY_LEXEMES_SQL = f"""
+    SELECT entry.lexeme, 0 AS part, entry.positions[1] AS position
+    FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %(body)s)) AS entry
+    UNION ALL
+    SELECT whole.lexeme, 1, whole.position
+    FROM unnest(%(whole)s::text[]) WITH ORDINALITY AS whole(lexeme, position)
+"""
+
+
 def query_lexemes(text: str) -> list[str]:
     """The distinct lexemes of a query, by the same rules as the chunks (stemmed words, whole
     underscore identifiers, parts of dotted and camelCase names), in first-seen order."""
-    whole, parts = identifier_terms(text)
-    body = f"{text}\n{' '.join(parts)}" if parts else text
+    body, whole = query_lexeme_sources(text)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s)) AS entry(lexeme)"
-            " ORDER BY positions[1]",
-            [body],
+            f"SELECT term.lexeme FROM ({QUERY_LEXEMES_SQL}) AS term ORDER BY term.part, term.position",
+            {"body": body, "whole": whole},
         )
-        stemmed = [row[0] for row in cursor.fetchall()]
-    seen: dict[str, None] = dict.fromkeys(stemmed)
-    seen.update(dict.fromkeys(sorted(whole)))
-    return list(seen)
+        return list(dict.fromkeys(row[0] for row in cursor.fetchall()))
 
 
 def texts_lexemes(texts: list[str]) -> list[set[str]]:

@@ -38,7 +38,12 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from groundtruth.search.lexical_index import TEXT_SEARCH_CONFIG, query_lexemes, spelling_pattern
+from groundtruth.search.lexical_index import (
+    QUERY_LEXEMES_SQL,
+    TEXT_SEARCH_CONFIG,
+    query_lexeme_sources,
+    spelling_pattern,
+)
 
 
 @dataclass(frozen=True)
@@ -84,32 +89,36 @@ def bm25_idf(*, document_frequency: int, document_count: int) -> float:
 
 
 def lexical_query_build(*, text: str) -> LexicalQuery:
-    """The lexemes of `text` with their document frequencies and IDF under current statistics."""
-    lexemes = query_lexemes(text)
-    if not lexemes:
-        return LexicalQuery(terms=[], document_count=0)
+    """The lexemes of `text` with their document frequencies and IDF under current statistics
+    (one round trip: the query's lexemes are parsed by the statement that counts them)."""
+    body, whole = query_lexeme_sources(text)
     with connection.cursor() as cursor:
         # Corpus-wide figures are the sums of the per-repository statistics (lexical_index.py).
         cursor.execute(
-            """
+            f"""
             SELECT term.lexeme,
                    coalesce((SELECT sum(statistic.document_count) FROM groundtruth_lexeme_statistic AS statistic
                              WHERE statistic.lexeme = term.lexeme), 0),
                    (SELECT coalesce(sum(corpus.document_count), 0) FROM groundtruth_corpus_statistic AS corpus)
-            FROM unnest(%s::text[]) WITH ORDINALITY AS term(lexeme, position)
-            ORDER BY term.position
+            FROM ({QUERY_LEXEMES_SQL}) AS term
+            ORDER BY term.part, term.position
             """,
-            [lexemes],
+            {"body": body, "whole": whole},
         )
         rows = cursor.fetchall()
+    if not rows:
+        return LexicalQuery(terms=[], document_count=0)
     document_count = int(rows[0][2] or 0)
+    frequencies: dict[str, int] = {}
+    for lexeme, frequency, _ in rows:
+        frequencies.setdefault(lexeme, int(frequency))  # a lexeme both parsed and whole: once
     terms = [
         QueryTerm(
             lexeme=lexeme,
-            document_frequency=int(frequency),
-            idf=bm25_idf(document_frequency=min(int(frequency), document_count), document_count=document_count),
+            document_frequency=frequency,
+            idf=bm25_idf(document_frequency=min(frequency, document_count), document_count=document_count),
         )
-        for lexeme, frequency, _ in rows
+        for lexeme, frequency in frequencies.items()
     ]
     return LexicalQuery(terms=terms, document_count=document_count)
 
