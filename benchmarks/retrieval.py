@@ -7,6 +7,7 @@
     python benchmarks/retrieval.py --eval-set DIR --no-ferrite --judge  # today's build beside the fitted judge
     python benchmarks/retrieval.py --eval-set DIR --only A/B,C/D ...    # a subset of the set's repositories
     python benchmarks/retrieval.py --eval-set DIR --no-ferrite --refusal-calibration  # per-corpus refusal calibrations
+    python benchmarks/retrieval.py --eval-set DIR --no-ferrite --refusal-evidence  # candidate refusal evidence
 
 `--judge` asks every question once and reports, per format (rst, Markdown), pooled and per
 repository, today's build (shipped configuration) beside the relevance judge (`groundtruth/judge/`)
@@ -902,6 +903,12 @@ def main() -> None:
         help="measure per-corpus calibrations of sources_missing left-one-repository-out (refusal_calibration.py)",
     )
     parser.add_argument(
+        "--refusal-evidence",
+        action="store_true",
+        help="measure candidate evidence for sources_missing left-one-repository-out and across formats "
+        "(refusal_evidence.py)",
+    )
+    parser.add_argument(
         "--features-out",
         type=Path,
         help="write every answer's evidence features of the shipped run as JSON lines, for studying the model",
@@ -941,6 +948,11 @@ def main() -> None:
         from benchmarks.refusal_calibration import refusal_calibration_measure
 
         refusal_calibration_measure(evaluation)
+        return
+    if args.refusal_evidence:
+        from benchmarks.refusal_evidence import refusal_evidence_measure
+
+        refusal_evidence_measure(evaluation)
         return
     if args.judge:
         from django.conf import settings

@@ -1,0 +1,290 @@
+"""Refusal evidence that might transfer across documentation styles (issue 23, item 3).
+
+    python benchmarks/retrieval.py --eval-set DIR --no-ferrite --refusal-evidence
+
+`/ask` says `sources_missing` when today's logistic model over evidence features
+(`groundtruth/search/abstention.py`) falls below one global threshold. On other repositories it
+refused many answerable questions with the right passage ranked first, and its largest weight is
+on `heading_similarity`, whose distribution shifts with the documentation's title style (FAQ
+titles asked as questions in reStructuredText, symptoms or error messages in Markdown). This
+measures candidate evidence meant to be independent of that style, each computed beside today's
+features on the same search (shipped configuration, re-ranking as shipped, no judge):
+
+- `known_scope`: the share of the question's lexeme IDF mass that the searched scope contains,
+  the scope being the repositories the question names, else the repository of the best dense
+  passage, and the IDF the scope's own (its chunk counts, a lexeme no chunk has capped at the
+  IDF of a lexeme one chunk has). Today's `named_known` uses every searched repository when
+  none is named, so a word of one product counts as known in all the others;
+- `heading_corpus_quantile`: `heading_similarity` as a quantile among the similarities the best
+  dense passage's repository's own section titles have with their own passages (each corpus's
+  title style sets its own scale);
+- `sentence_similarity`: the best similarity of a sentence of the first result to the question
+  (an answer is often one sentence of a longer passage; a passage vector averages it away).
+  Costs one embedding per sentence of the first result: ~0.3 s per question on 2 CPU cores;
+- `word_drop`: minus the largest gain of the first result's passage similarity when one word of
+  the question is left out (each word with a lexeme, the rest of the question embedded again).
+  A question about something the passage lacks fits it better without that word ("deploy
+  spiders as an AWS Lambda function" against "Deploying spiders").
+
+Every variant is measured with `refusal_calibration.variant_measure`: model and threshold (at
+most 5% of the training answerable questions refused) fitted on eleven repositories and measured
+on the one left out, in-sample beside it; and, as a stricter test of transfer across styles,
+fitted on one format's six repositories and measured on the other format's six.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from benchmarks.refusal_calibration import (
+    ANSWERABLE_MISSING_TARGET,
+    REPOSITORY_REFUSED_LIMIT,
+    Assessed,
+    Decisions,
+    Variant,
+    _cell,
+    _rates,
+    auc,
+    variant_measure,
+)
+from benchmarks.retrieval import TOP, EvaluationSet, repository_format
+
+CANDIDATES = ("known_scope", "heading_corpus_quantile", "sentence_similarity", "word_drop")
+# A sentence needs this many words of two letters or more to be compared (not a code line or a
+# lone link).
+SENTENCE_WORDS_MIN = 3
+SENTENCE_CHARACTERS_MAX = 400
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*(?:[-*+]|\d+\.)\s)")
+_LETTERS = re.compile(r"[A-Za-z]{2,}")
+
+
+def _cosine(left: Sequence[float], right: Sequence[float]) -> float:
+    import numpy as np
+
+    a, b = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norm if norm else 0.0
+
+
+def sentences(text: str) -> list[str]:
+    found = []
+    for part in _SENTENCE_BREAK.split(text):
+        sentence = " ".join(part.split())
+        if len(_LETTERS.findall(sentence)) >= SENTENCE_WORDS_MIN:
+            found.append(sentence[:SENTENCE_CHARACTERS_MAX])
+    return found
+
+
+def title_scales() -> dict[int, list[float]]:
+    """Per repository id, the sorted similarities of its section titles to their own passages."""
+    from django.db import connection
+
+    scales: dict[int, list[float]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT repository_id, 1 - (embedding::vector <=> heading_embedding::vector) FROM groundtruth_chunk"
+            " WHERE embedding IS NOT NULL AND heading_embedding IS NOT NULL"
+        )
+        for repository_id, similarity in cursor.fetchall():
+            scales.setdefault(repository_id, []).append(float(similarity))
+    return {repository_id: sorted(values) for repository_id, values in scales.items()}
+
+
+def known_in_scope(lexemes: Sequence[str], repository_ids: Sequence[int]) -> float:
+    """The share of the IDF mass of `lexemes` (the scope's own IDF) that the scope contains."""
+    from django.db import connection
+
+    from groundtruth.search.lexical_search import bm25_idf
+
+    if not lexemes:
+        return 0.0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT lexeme, sum(document_count) FROM groundtruth_lexeme_statistic"
+            " WHERE lexeme = ANY(%s) AND repository_id = ANY(%s) GROUP BY lexeme",
+            [list(lexemes), list(repository_ids)],
+        )
+        counts = {lexeme: int(count) for lexeme, count in cursor.fetchall()}
+        cursor.execute(
+            "SELECT coalesce(sum(document_count), 0) FROM groundtruth_corpus_statistic WHERE repository_id = ANY(%s)",
+            [list(repository_ids)],
+        )
+        documents = int(cursor.fetchone()[0])
+    ceiling = bm25_idf(document_frequency=1, document_count=max(documents, 1))
+    idf = {
+        lexeme: min(bm25_idf(document_frequency=counts.get(lexeme, 0), document_count=documents), ceiling)
+        for lexeme in lexemes
+    }
+    total = sum(idf.values())
+    return sum(value for lexeme, value in idf.items() if counts.get(lexeme, 0) > 0) / total if total else 0.0
+
+
+def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: dict[int, list[float]]) -> dict:
+    from groundtruth.embeddings import embedding_backend
+    from groundtruth.models import Chunk
+    from groundtruth.search.lexical_index import query_lexemes
+
+    features: dict[str, float] = {}
+    dense_first = outcome.dense_hits[0] if outcome.dense_hits else None
+    dense_repository = outcome.candidates[dense_first.chunk_id].repository_id if dense_first else None
+    scope = named_ids or ([dense_repository] if dense_repository is not None else [])
+    features["known_scope"] = known_in_scope(list(outcome.lexical_query.idf), scope)
+    scale = scales.get(dense_repository, []) if dense_repository is not None else []
+    heading = max((hit.heading_similarity or 0.0 for hit in outcome.dense_hits[:10]), default=0.0)
+    features["heading_corpus_quantile"] = bisect.bisect_left(scale, heading) / len(scale) if scale else 0.0
+
+    features["sentence_similarity"] = 0.0
+    features["word_drop"] = 0.0
+    if not outcome.hits or outcome.embedding is None:
+        return features
+    question_vector = outcome.embedding.vector
+    first = Chunk.objects.only("text", "embedding").get(pk=outcome.hits[0].chunk.pk)
+    backend = embedding_backend()
+    found = sentences(first.text)
+    if found:
+        features["sentence_similarity"] = max(_cosine(vector, question_vector) for vector in backend.embed(found))
+    words = question.split()
+    # Only words that carry a lexeme: leaving out "the" or "how" changes nothing worth measuring.
+    kept = [index for index, word in enumerate(words) if query_lexemes(word)]
+    if kept and first.embedding is not None:
+        variants = [" ".join(words[:index] + words[index + 1 :]) for index in kept]
+        base = _cosine(question_vector, first.embedding)
+        features["word_drop"] = -max(_cosine(vector, first.embedding) - base for vector in backend.embed(variants))
+    return features
+
+
+def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
+    from groundtruth.search.abstention import evidence_features
+    from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
+
+    repositories = search_scope_resolve(names=None)
+    names = {repository.pk: repository.name for repository in repositories}
+    scales = title_scales()
+    assessed = []
+    for question in evaluation.questions:
+        text = question.texts["paraphrase"]
+        outcome = chunk_search(query=text, repositories=repositories, limit=TOP, judge=False)
+        features, named = evidence_features(outcome, question=text)
+        features.update(
+            candidates_compute(outcome, question=text, named_ids=[repository.pk for repository in named], scales=scales)
+        )
+        dense_first = outcome.dense_hits[0].chunk_id if outcome.dense_hits else None
+        dense_repository = outcome.candidates[dense_first].repository_id if dense_first is not None else None
+        assessed.append(
+            Assessed(
+                question=question,
+                features=features,
+                dense_repository=names.get(dense_repository) if dense_repository is not None else None,
+                judge_repository=None,
+            )
+        )
+    return assessed
+
+
+def variants() -> list[Variant]:
+    from groundtruth.search.abstention_fit import DEFAULT_FEATURES as today
+
+    def replaced(old: str, new: str, features: tuple[str, ...] = today) -> tuple[str, ...]:
+        return tuple(new if name == old else name for name in features)
+
+    return [
+        Variant("today", today),
+        Variant("+ known_scope", (*today, "known_scope")),
+        Variant("named_known -> known_scope", replaced("named_known", "known_scope")),
+        Variant("+ sentence_similarity", (*today, "sentence_similarity")),
+        Variant("heading_similarity -> sentence_similarity", replaced("heading_similarity", "sentence_similarity")),
+        Variant(
+            "heading_similarity -> heading_corpus_quantile", replaced("heading_similarity", "heading_corpus_quantile")
+        ),
+        Variant("+ heading_corpus_quantile", (*today, "heading_corpus_quantile")),
+        Variant("+ word_drop", (*today, "word_drop")),
+        Variant("without heading_similarity", tuple(name for name in today if name != "heading_similarity")),
+        Variant(
+            "heading -> sentence, named_known -> known_scope",
+            replaced("named_known", "known_scope", replaced("heading_similarity", "sentence_similarity")),
+        ),
+        Variant("+ all four candidates", (*today, *CANDIDATES)),
+    ]
+
+
+def format_transfer(variant: Variant, assessed: list[Assessed]) -> str:
+    """Fitted on one format's repositories, measured on the other's: caught/refused, the largest
+    share of one repository's answerable questions refused, and how many exceed the limit."""
+    from groundtruth.search.abstention_fit import LabelledEvidence, abstention_model_fit, abstention_threshold_choose
+
+    cells = []
+    for trained, measured_format in (("rst", "Markdown"), ("Markdown", "rst")):
+        training = [item for item in assessed if repository_format(item.question.fold) == trained]
+        measured = [item for item in assessed if repository_format(item.question.fold) == measured_format]
+        samples = [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in training]
+        model = abstention_model_fit(samples, features=variant.features)
+        threshold = abstention_threshold_choose(model, samples, answerable_missing=ANSWERABLE_MISSING_TARGET)
+        refused = {item.question.id: model.probability(item.features) < threshold for item in measured}
+        answerable = [item for item in measured if item.question.answerable]
+        unanswerable = [item for item in measured if not item.question.answerable]
+        per_repository = {}
+        for fold in {item.question.fold for item in answerable}:
+            of_fold = [refused[item.question.id] for item in answerable if item.question.fold == fold]
+            per_repository[fold] = sum(of_fold) / len(of_fold)
+        cells.append(
+            f"{sum(refused[item.question.id] for item in unanswerable) / len(unanswerable):.3f}/"
+            f"{sum(refused[item.question.id] for item in answerable) / len(answerable):.3f}"
+            f" max {max(per_repository.values()):.3f}"
+            f" ({sum(share > REPOSITORY_REFUSED_LIMIT for share in per_repository.values())})"
+        )
+    return "  ".join(cells)
+
+
+def _worst(decisions: Decisions, assessed: list[Assessed], folds: list[str]) -> tuple[float, int]:
+    """The largest share of one repository's answerable questions refused, and how many
+    repositories refuse more than the limit."""
+    shares = [_rates(decisions, [item for item in assessed if item.question.fold == fold])[0] for fold in folds]
+    return max(shares), sum(share > REPOSITORY_REFUSED_LIMIT for share in shares)
+
+
+def refusal_evidence_measure(evaluation: EvaluationSet) -> None:
+    paraphrased = replace(
+        evaluation, questions=[question for question in evaluation.questions if "paraphrase" in question.texts]
+    )
+    started = time.monotonic()
+    assessed = questions_assess(paraphrased)
+    print(f"\n{len(assessed)} paraphrased and unanswerable questions searched in {time.monotonic() - started:.0f} s")
+
+    print("\nseparation of answerable from unanswerable questions by one feature alone (AUC): pooled, rst, Markdown")
+    from groundtruth.search.abstention_fit import DEFAULT_FEATURES
+
+    for name in (*DEFAULT_FEATURES, "similarity", *CANDIDATES):
+        cells = []
+        for kind in (None, "rst", "Markdown"):
+            items = [item for item in assessed if kind is None or repository_format(item.question.fold) == kind]
+            cells.append(
+                auc(
+                    [item.features[name] for item in items if item.question.answerable],
+                    [item.features[name] for item in items if not item.question.answerable],
+                )
+            )
+        print(f"  {name:<26} " + " ".join(f"{value:.3f}" for value in cells))
+
+    folds = sorted({item.question.fold for item in assessed})
+    formats = [
+        (name, [item for item in assessed if repository_format(item.question.fold) == name])
+        for name in ("rst", "Markdown")
+    ]
+    print(
+        "\nsources_missing on unanswerable/answerable questions, left-one-repository-out (in-sample); the largest"
+        f" share of one repository's answerable questions refused and how many exceed {REPOSITORY_REFUSED_LIMIT};"
+        " then fitted on one format, measured on the other (rst -> Markdown, Markdown -> rst)"
+    )
+    for variant in variants():
+        cross, inside = variant_measure(variant, assessed, [])
+        (largest, over), (largest_in, over_in) = _worst(cross, assessed, folds), _worst(inside, assessed, folds)
+        print(f"\n  {variant.name}: {', '.join(variant.features)}")
+        for name, items in formats:
+            print(f"    {name:<10} {_cell(cross, inside, items)}")
+        print(f"    {'pooled':<10} {_cell(cross, inside, assessed)}")
+        print(f"    per repository: max {largest:.3f} ({over} above) ({largest_in:.3f}, {over_in} above)")
+        print(f"    across formats: {format_transfer(variant, assessed)}")
