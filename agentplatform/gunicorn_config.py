@@ -89,7 +89,7 @@ util.write_error = problem_error
 
 # Imported once by the arbiter, not by each worker: the forks share its pages (the embedding
 # model's above all). A HUP then restarts the workers without re-reading the code; a deploy
-# restarts the arbiter (docs/deployment.md).
+# restarts the arbiter (docs/operations.md).
 preload_app = True
 
 
