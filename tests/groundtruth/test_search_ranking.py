@@ -335,13 +335,16 @@ def test_candidates_are_read_as_ranking_needs_them_and_full_rows_only_for_the_re
     assert len(outcome.hits) == 2
     assert sorted(outcome.chunks) == sorted(hit.chunk.pk for hit in outcome.hits)
     assert [hit.chunk.text for hit in outcome.hits] == [Chunk.objects.get(pk=hit.chunk.pk).text for hit in outcome.hits]
-    chunk_reads = [query["sql"] for query in queries.captured_queries if 'FROM "groundtruth_chunk"' in query["sql"]]
-    assert len(chunk_reads) == 2
-    candidate_read, results_read = chunk_reads
-    assert candidate_read.startswith(
-        'SELECT "groundtruth_chunk"."id" AS "id", "groundtruth_chunk"."repository_id" AS "repository_id", '
-        '"groundtruth_chunk"."trust" AS "trust", "groundtruth_chunk"."heading" AS "heading" FROM "groundtruth_chunk" '
-    )
+    sqls = [query["sql"] for query in queries.captured_queries]
+    candidate_reads = [
+        sql for sql in sqls if sql.startswith("SELECT id, repository_id, trust, heading FROM groundtruth_chunk")
+    ]
+    chunk_reads = [sql for sql in sqls if 'FROM "groundtruth_chunk"' in sql]
+    assert (len(candidate_reads), len(chunk_reads)) == (1, 1)
+    # One array of ids, not a placeholder per id.
+    ids = ",".join(str(pk) for pk in sorted(outcome.candidates))
+    assert candidate_reads[0].endswith(f"WHERE id = ANY('{{{ids}}}'::int2[])")
+    (results_read,) = chunk_reads
     assert '"groundtruth_chunk"."text"' in results_read and '"groundtruth_chunk"."embedding"' not in results_read
     assert sorted(int(number) for number in results_read.split(" IN (")[1].split(")")[0].split(", ")) == sorted(
         outcome.chunks
