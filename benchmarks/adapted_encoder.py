@@ -2,15 +2,26 @@
 documentation itself, no labelled question used. Experiment, not shipped.
 
     # 1. fit (reads the benchmark database that `retrieval.py` left; writes a model directory)
-    nice -n 5 .venv/bin/python benchmarks/adapted_encoder.py fit --out var/adapt/model-seed0
+    nice -n 5 .venv/bin/python benchmarks/adapted_encoder.py fit --out var/adapt/model-seed0 \\
+        --pairs var/adapt/pairs-seed0.json --measure-packaged
     # 2. a copy of the benchmark database, every chunk re-embedded with the adapted model
     nice -n 5 .venv/bin/python benchmarks/adapted_encoder.py reembed --model var/adapt/model-seed0
     # 3. the retrieval benchmark against that copy, the adapted model embedding the questions
     EMBEDDING_MODEL=$PWD/var/adapt/model-seed0 nice -n 5 .venv/bin/python benchmarks/retrieval.py \\
         --eval-set ../shared/eval-dev --no-ferrite --database gt_adapt --features-out var/adapt/features-adapted.jsonl
     # 4. per-format rankings and AUC answerable vs unanswerable of the evidence features, both models
+    # (features-packaged.jsonl: the same retrieval.py run on gt_bench_retrieval, packaged model)
     .venv/bin/python benchmarks/adapted_encoder.py features var/adapt/features-packaged.jsonl \\
         var/adapt/features-adapted.jsonl
+    # 5. today's abstention model with the adapted evidence as extra features, left-one-repository-out
+    .venv/bin/python benchmarks/adapted_encoder.py abstention var/adapt/features-packaged.jsonl \\
+        var/adapt/features-adapted.jsonl
+    # 6. the gain on questions whose answer's title the fit trained on, and on the others
+    .venv/bin/python benchmarks/adapted_encoder.py exposure --pairs var/adapt/pairs-seed0.json \\
+        --eval-set ../shared/eval-dev var/adapt/features-packaged.jsonl var/adapt/features-adapted.jsonl
+    # per-corpus refusal calibrations with the adapted evidence (refusal_calibration.py)
+    EMBEDDING_MODEL=$PWD/var/adapt/model-seed0 nice -n 5 .venv/bin/python benchmarks/retrieval.py \\
+        --eval-set ../shared/eval-dev --no-ferrite --database gt_adapt --refusal-calibration
 
 Pairs (`groundtruth/judge/pair_mining.pairs_mine`, every section of every repository, seeded):
 the query is the section's heading path, or (seeded, one form per section and epoch) a question
@@ -364,6 +375,41 @@ def abstention_report(args: argparse.Namespace) -> None:
         print(f"  {name:<48} " + "  ".join(cells) + f"; answerable refused > 0.10: {', '.join(over) or 'none'}")
 
 
+def exposure_report(args: argparse.Namespace) -> None:
+    """Paraphrased R@1/R@5/MRR@10 (dense leg, hybrid) split by whether the answer's section title
+    (its FAQ question) was among the queries the fit trained on: the fit reads the corpus, which
+    holds the development set's FAQ titles, so a gain only on those would be memorised sections.
+    Matched by the title's words (`question_verbatim` against the query or its last part)."""
+    import re
+
+    from benchmarks.retrieval import RankMetrics
+
+    def words(text: str) -> str:
+        return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+
+    records = json.loads(args.pairs.read_text())
+    training = [record for record in records if not record["held_out"]]
+    if args.max_queries and len(training) > args.max_queries:
+        training = random.Random(args.seed).sample(training, args.max_queries)
+    trained = set()
+    for record in training:
+        query = record["queries"][0]
+        trained |= {words(query), words(query.split(": ", 1)[-1])}
+    lines = (args.eval_set / "questions.jsonl").read_text().splitlines()
+    questions = {entry["id"]: entry for entry in map(json.loads, lines)}
+    for path in args.features:
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        paraphrased = [row for row in rows if row["answerable"] and row["wording"] == "paraphrase"]
+        print(f"\n{path}")
+        for label, seen in (("answer's title trained on", True), ("answer's title not trained on", False)):
+            chosen = [r for r in paraphrased if (words(questions[r["id"]]["question_verbatim"]) in trained) is seen]
+            cells = []
+            for method in ("dense", "hybrid"):
+                metrics = RankMetrics.of([row["ranks"][method] for row in chosen])
+                cells.append(f"{method} {metrics.recall_1:.3f}/{metrics.recall_5:.3f}/{metrics.mrr_10:.3f}")
+            print(f"  {label:<32} {len(chosen):>4}  " + "  ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -392,8 +438,20 @@ def main() -> None:
     abstention_parser = commands.add_parser("abstention")
     abstention_parser.add_argument("packaged", type=Path, help="retrieval.py --features-out of the packaged model")
     abstention_parser.add_argument("adapted", type=Path, help="the same of the adapted model")
+    exposure_parser = commands.add_parser("exposure")
+    exposure_parser.add_argument("--pairs", type=Path, required=True)
+    exposure_parser.add_argument("--seed", type=int, default=0)
+    exposure_parser.add_argument("--max-queries", type=int, default=1536)
+    exposure_parser.add_argument("--eval-set", type=Path, required=True)
+    exposure_parser.add_argument("features", type=Path, nargs="+")
     args = parser.parse_args()
-    {"fit": fit, "reembed": reembed, "features": features_report, "abstention": abstention_report}[args.command](args)
+    {
+        "fit": fit,
+        "reembed": reembed,
+        "features": features_report,
+        "abstention": abstention_report,
+        "exposure": exposure_report,
+    }[args.command](args)
 
 
 if __name__ == "__main__":
