@@ -194,17 +194,22 @@ def questions_assess(evaluation: EvaluationSet, *, judge, depth: int) -> list[As
         scores = passages_judge(judge, query=text, chunks=head) if head else {}
         best = max(head, key=lambda chunk: (scores[chunk.pk], -chunk.pk)) if head else None
         features["judge"] = scores[best.pk] if best else 0.0
-        dense_first = outcome.dense_hits[0].chunk_id if outcome.dense_hits else None
-        dense_repository = outcome.candidates[dense_first].repository_id if dense_first is not None else None
         assessed.append(
             Assessed(
                 question=question,
                 features=features,
-                dense_repository=names.get(dense_repository) if dense_repository is not None else None,
+                dense_repository=dense_first_repository(outcome, names=names),
                 judge_repository=best.repository.name if best else None,
             )
         )
     return assessed
+
+
+def dense_first_repository(outcome, *, names: dict[int, str]) -> str | None:
+    """The name of the repository of the dense leg's nearest passage (None without a dense leg)."""
+    if not outcome.dense_hits:
+        return None
+    return names.get(outcome.candidates[outcome.dense_hits[0].chunk_id].repository_id)
 
 
 def _share_below(values: Sequence[float], value: float) -> float:

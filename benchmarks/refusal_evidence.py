@@ -49,6 +49,7 @@ from benchmarks.refusal_calibration import (
     _cell,
     _rates,
     auc,
+    dense_first_repository,
     variant_measure,
 )
 from benchmarks.retrieval import TOP, EvaluationSet, repository_format
@@ -172,13 +173,11 @@ def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
         features.update(
             candidates_compute(outcome, question=text, named_ids=[repository.pk for repository in named], scales=scales)
         )
-        dense_first = outcome.dense_hits[0].chunk_id if outcome.dense_hits else None
-        dense_repository = outcome.candidates[dense_first].repository_id if dense_first is not None else None
         assessed.append(
             Assessed(
                 question=question,
                 features=features,
-                dense_repository=names.get(dense_repository) if dense_repository is not None else None,
+                dense_repository=dense_first_repository(outcome, names=names),
                 judge_repository=None,
             )
         )
