@@ -127,6 +127,11 @@ class LocalSentenceTransformer:
         self.failure = ""
 
     @property
+    def export_cache_dir(self) -> Path:
+        """Where the ONNX exports of the model are kept (VAR_DIR/models for the configured backend)."""
+        return self.export_dir or Path(self.model_path) / ".onnx"
+
+    @property
     def model_path_resolved(self) -> Path:
         return Path(self.model_path)
 
@@ -191,7 +196,7 @@ class LocalSentenceTransformer:
         try:
             exported = exported_model_ensure(
                 model_dir=model_dir,
-                cache_dir=self.export_dir or Path(self.model_path) / ".onnx",
+                cache_dir=self.export_cache_dir,
                 timeout=self.export_timeout,
                 progress=logger.info,
             )
@@ -452,26 +457,15 @@ def embedding_backend_load_for_forks() -> str | None:
     in the background as before (serving lexical search meanwhile). Returns the backend's
     description, or None when nothing was loaded (another backend or runtime, no export yet, or
     the load failed: logged, and each worker loads its own)."""
-    from groundtruth.inference.exported_model import (
-        ExportFailed,
-        export_directory,
-        export_problem,
-        model_weights_sha256,
-    )
+    from groundtruth.inference.exported_model import ExportFailed, exported_model_found
 
     backend = embedding_backend()
     if not isinstance(backend, LocalSentenceTransformer) or backend.runtime != "onnx" or backend.loaded:
         return None
-    model_dir = Path(backend.model_path)
     try:
-        directory = export_directory(
-            model_dir=model_dir,
-            weights_sha256=model_weights_sha256(model_dir),
-            cache_dir=backend.export_dir or model_dir / ".onnx",
-        )
-    except ExportFailed:
-        return None
-    if export_problem(directory) is not None:
+        if exported_model_found(model_dir=Path(backend.model_path), cache_dir=backend.export_cache_dir) is None:
+            return None
+    except ExportFailed:  # no weights file: each worker reports it
         return None
     backend.prepacked = True
     try:

@@ -103,6 +103,16 @@ def export_problem(directory: Path) -> str | None:
     return None
 
 
+def exported_model_found(*, model_dir: Path, cache_dir: Path) -> ExportedModel | None:
+    """The usable export of `model_dir`, or None when it is missing or corrupt (nothing is
+    exported). Raises ExportFailed when the model has no weights file."""
+    weights_sha256 = model_weights_sha256(model_dir)
+    directory = export_directory(model_dir=model_dir, weights_sha256=weights_sha256, cache_dir=cache_dir)
+    if export_problem(directory) is not None:
+        return None
+    return ExportedModel(directory=directory, weights_sha256=weights_sha256)
+
+
 def exported_model_ensure(
     *, model_dir: Path, cache_dir: Path, timeout: float, progress: Callable[[str], None] | None = None
 ) -> ExportedModel:
@@ -110,10 +120,10 @@ def exported_model_ensure(
     Raises ExportFailed (never waits longer than about `timeout` seconds for the lock, and kills an
     export that runs longer)."""
     say = progress or (lambda message: None)
+    if (found := exported_model_found(model_dir=model_dir, cache_dir=cache_dir)) is not None:
+        return found
     weights_sha256 = model_weights_sha256(model_dir)
     directory = export_directory(model_dir=model_dir, weights_sha256=weights_sha256, cache_dir=cache_dir)
-    if export_problem(directory) is None:
-        return ExportedModel(directory=directory, weights_sha256=weights_sha256)
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _export_lock(cache_dir / ".export.lock", timeout=timeout, say=say):
         problem = export_problem(directory)  # another process may have exported it while we waited
