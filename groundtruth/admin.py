@@ -27,7 +27,16 @@ from groundtruth import (
     selectors,
     services,
 )
-from groundtruth.models import Chunk, IngestRun, IngestStatus, IngestTrigger, Registry, RelevanceJudge, Repository
+from groundtruth.models import (
+    AdaptedEncoder,
+    Chunk,
+    IngestRun,
+    IngestStatus,
+    IngestTrigger,
+    Registry,
+    RelevanceJudge,
+    Repository,
+)
 
 
 class _ReadOnlyAdmin(admin.ModelAdmin):
@@ -372,5 +381,49 @@ class RelevanceJudgeAdmin(_ReadOnlyAdmin):
         "fit_seconds",
         "peak_rss_mb",
         "artifact",
+    ]
+    readonly_fields = tuple(fields)  # type: ignore[arg-type]  # the same names, all read-only
+
+
+@admin.register(AdaptedEncoder)
+class AdaptedEncoderAdmin(_ReadOnlyAdmin):
+    """Each adapted encoder: when fitted, on how many mined queries, how the base model and it
+    scored on the mined queries held out from its training, what the fit cost, and where the
+    switch of the index to it stands (at most one is active)."""
+
+    list_display = [
+        "id",
+        "fitted_at",
+        "status",
+        "model_name",
+        "query_count",
+        "held_out_accuracy_before",
+        "held_out_accuracy",
+        "staged_count",
+        "chunk_count",
+        "fit_seconds",
+        "peak_rss_mb",
+    ]
+    list_filter = ["status"]
+    fields = [
+        "fitted_at",
+        "status",
+        "status_changed_at",
+        "error",
+        "model_name",
+        "base_model",
+        "directory",
+        "index_version",
+        "repositories",
+        "chunk_count",
+        "mined_query_count",
+        "query_count",
+        "held_out_query_count",
+        "held_out_accuracy_before",
+        "held_out_accuracy",
+        "seed",
+        "fit_seconds",
+        "peak_rss_mb",
+        "staged_count",
     ]
     readonly_fields = tuple(fields)  # type: ignore[arg-type]  # the same names, all read-only

@@ -417,11 +417,16 @@ def _backend_for(
     )
 
 
-def embedding_backend() -> EmbeddingBackend:
-    """The backend the settings name; the same object for the same settings (model loaded once)."""
+def embedding_backend(*, fresh: bool = False) -> EmbeddingBackend:
+    """The backend the settings name; the same object for the same settings (model loaded once).
+    With the local backend and no EMBEDDING_MODEL, the model is the active adapted encoder when
+    one is (groundtruth/adaptation/active.py; `fresh`: read now, not within the last
+    ENCODER_ACTIVE_CHECK_SECONDS), else the packaged MiniLM."""
+    from groundtruth.adaptation.active import active_encoder_directory
+
     return _backend_for(
         settings.EMBEDDING_BACKEND,
-        settings.EMBEDDING_MODEL,
+        settings.EMBEDDING_MODEL or active_encoder_directory(fresh=fresh) or "",
         settings.EMBEDDING_URL,
         settings.EMBEDDING_API_KEY,
         settings.EMBEDDING_BATCH_SIZE,
@@ -430,6 +435,24 @@ def embedding_backend() -> EmbeddingBackend:
         settings.EMBEDDING_RUNTIME,
         settings.EMBEDDING_THREADS if process_kind() == ProcessKind.SERVING else settings.EMBEDDING_WORKER_THREADS,
     )
+
+
+def local_embedding_backend(*, model_path: str) -> LocalSentenceTransformer:
+    """The local backend of one model directory, run like the configured one (the adapted
+    encoder's staging embeds with the model it will switch to while the index is in another)."""
+    backend = _backend_for(
+        "local",
+        model_path,
+        "",
+        "",
+        settings.EMBEDDING_BATCH_SIZE,
+        settings.EMBEDDING_TIMEOUT_SECONDS,
+        None,
+        settings.EMBEDDING_RUNTIME,
+        settings.EMBEDDING_THREADS if process_kind() == ProcessKind.SERVING else settings.EMBEDDING_WORKER_THREADS,
+    )
+    assert isinstance(backend, LocalSentenceTransformer)
+    return backend
 
 
 def embedding_backend_prepare(*, on_ready: Callable[[str], None] | None = None) -> threading.Thread | None:
@@ -457,9 +480,14 @@ def embedding_backend_load_for_forks() -> str | None:
     in the background as before (serving lexical search meanwhile). Returns the backend's
     description, or None when nothing was loaded (another backend or runtime, no export yet, or
     the load failed: logged, and each worker loads its own)."""
+    from django.db import connections
+
     from groundtruth.inference.exported_model import ExportFailed, exported_model_found
 
     backend = embedding_backend()
+    # Which model is active was read from the database: a connection the workers inherited would
+    # be one socket shared by all of them.
+    connections.close_all()
     if not isinstance(backend, LocalSentenceTransformer) or backend.runtime != "onnx" or backend.loaded:
         return None
     try:

@@ -298,6 +298,70 @@ class RelevanceJudge(models.Model):
         return f"judge #{self.pk} ({self.pair_count} pairs, held-out accuracy {self.held_out_accuracy:.3f})"
 
 
+class AdaptationStatus(models.TextChoices):
+    FITTED = "fitted", "fitted"
+    STAGING = "staging", "re-embedding the index"
+    ACTIVE = "active", "active"
+    RETIRED = "retired", "retired"
+    FAILED = "failed", "failed"
+
+
+class AdaptedEncoder(models.Model):
+    """The embedding model fine-tuned on pairs mined from the indexed documentation itself
+    (`groundtruth/adaptation/`): no question with a known answer goes into it. Its vectors are a
+    space of their own (`model_name`, named by its weights): every chunk is re-embedded into
+    `StagedVector` first, then the index and the query model switch together
+    (`encoder_switch`). At most one row is ACTIVE; with none, the packaged model embeds."""
+
+    fitted_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=16, choices=AdaptationStatus.choices, default=AdaptationStatus.FITTED)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    index_version = models.PositiveSmallIntegerField(help_text="chunk recipe of the index it was fitted on")
+    base_model = models.CharField(max_length=200, help_text="the vector space it was fine-tuned from")
+    model_name = models.CharField(max_length=200, help_text="its own vector space: name@weights")
+    directory = models.CharField(max_length=1000, help_text="the model's files (weights, tokenizer)")
+    repositories = models.JSONField(default=list, help_text="names of the repositories it was mined from")
+    chunk_count = models.PositiveIntegerField(default=0, help_text="chunks in those repositories")
+    mined_query_count = models.PositiveIntegerField(default=0)
+    query_count = models.PositiveIntegerField(help_text="mined queries trained on")
+    held_out_query_count = models.PositiveIntegerField(default=0, help_text="held-out mined queries measured")
+    held_out_accuracy_before = models.FloatField(help_text="the base model: own passage above its negatives")
+    held_out_accuracy = models.FloatField(help_text="this model: own passage above its mined negatives")
+    seed = models.IntegerField(default=0)
+    fit_seconds = models.FloatField(default=0.0)
+    peak_rss_mb = models.FloatField(default=0.0, help_text="the training process's peak resident memory")
+    staged_count = models.PositiveIntegerField(default=0, help_text="chunks re-embedded into its space so far")
+
+    class Meta:
+        ordering = ["-fitted_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["status"], condition=Q(status="active"), name="one_active_adapted_encoder")
+        ]
+
+    def __str__(self) -> str:
+        return f"adapted encoder #{self.pk} {self.model_name} ({self.status})"
+
+
+class StagedVector(models.Model):
+    """A chunk's vectors in the space of an adapted encoder being switched to, written before
+    the switch so that readers keep the current vectors until every chunk has its new ones. A
+    chunk rewritten meanwhile (its content hash changed) or deleted is re-embedded at the switch
+    or dropped with it."""
+
+    chunk = models.OneToOneField(Chunk, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    encoder = models.ForeignKey(AdaptedEncoder, on_delete=models.CASCADE, related_name="+")
+    content_hash = models.CharField(max_length=64)
+    embedding = VectorField()
+    heading_embedding = VectorField(null=True, blank=True)
+
+    class Meta:
+        db_table = "groundtruth_staged_vector"
+
+    def __str__(self) -> str:
+        return f"staged vectors of chunk {self.chunk_id}"
+
+
 class AskedQuestion(models.Model):
     """One question put to /search, /ask or an MCP tool: who asked (the key's prefix, never its
     secret), what, over which repositories, and whether the documentation answered. Queued by

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from celery import current_app
 from django.conf import settings
@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agentplatform.plumbing.errors import Conflict, NotFound, ServiceUnavailable
 from agentplatform.plumbing.server_paths import server_paths_hidden
-from groundtruth.embeddings import EmbeddingsDisabled, embedding_backend
+from groundtruth.embeddings import EmbeddingBackend, EmbeddingsDisabled, embedding_backend
 from groundtruth.ingest.git_access import GitError, GitNetworkError, registry_repository
 from groundtruth.ingest.index_lock import repository_index_lock
 from groundtruth.ingest.index_text import heading_text, passage_text
@@ -298,6 +298,30 @@ def ingest_schedule_sync() -> None:
     )
 
 
+def chunk_vectors_embed(
+    *, backend: EmbeddingBackend, chunks: Sequence[Chunk], repository_name: str
+) -> list[tuple[list[float], list[float] | None]]:
+    """(passage vector, title vector or None) of each chunk of one repository, as an ingest embeds
+    them: each distinct passage and title embedded once, in one call."""
+    texts: dict[str, str] = {}
+    titles: set[str] = set()
+    for chunk in chunks:
+        heading = [str(part) for part in chunk.heading or []]
+        passage = passage_text(repository_name=repository_name, heading=heading, text=chunk.text)
+        texts.setdefault(chunk.content_hash, passage)
+        if title := heading_text(heading):
+            titles.add(title)
+    ordered_titles = sorted(titles)
+    embedded_vectors = backend.embed([*texts.values(), *ordered_titles])
+    vectors = dict(zip(texts, embedded_vectors[: len(texts)], strict=True))
+    title_vectors = dict(zip(ordered_titles, embedded_vectors[len(texts) :], strict=True))
+    embedded = []
+    for chunk in chunks:
+        title = heading_text([str(part) for part in chunk.heading or []])
+        embedded.append((vectors[chunk.content_hash], title_vectors[title] if title else None))
+    return embedded
+
+
 def repository_reembed(
     *, repository: Repository, progress: Callable[[int, int], None] | None = None, batch_size: int = 512
 ) -> int:
@@ -329,23 +353,10 @@ def repository_reembed(
         ids = list(stale.values_list("id", flat=True))
         for start in range(0, len(ids), batch_size):
             chunks = list(Chunk.objects.filter(id__in=ids[start : start + batch_size]).order_by("id"))
-            texts: dict[str, str] = {}
-            titles: set[str] = set()
-            for chunk in chunks:
-                heading = [str(part) for part in chunk.heading or []]
-                texts.setdefault(
-                    chunk.content_hash, passage_text(repository_name=repository.name, heading=heading, text=chunk.text)
-                )
-                if title := heading_text(heading):
-                    titles.add(title)
-            ordered_titles = sorted(titles)
-            embedded_vectors = backend.embed([*texts.values(), *ordered_titles])
-            vectors = dict(zip(texts, embedded_vectors[: len(texts)], strict=True))
-            title_vectors = dict(zip(ordered_titles, embedded_vectors[len(texts) :], strict=True))
-            for chunk in chunks:
-                title = heading_text([str(part) for part in chunk.heading or []])
-                chunk.embedding = vectors[chunk.content_hash]
-                chunk.heading_embedding = title_vectors[title] if title else None
+            vectors = chunk_vectors_embed(backend=backend, chunks=chunks, repository_name=repository.name)
+            for chunk, (vector, title_vector) in zip(chunks, vectors, strict=True):
+                chunk.embedding = vector
+                chunk.heading_embedding = title_vector
                 chunk.embedding_model = model
             Chunk.objects.bulk_update(chunks, ["embedding", "heading_embedding", "embedding_model"], batch_size=500)
             embedded += len(chunks)

@@ -14,6 +14,10 @@
 - `judge_fit_task()`: fits a new relevance judge (`groundtruth/judge/fitting.py`), queued by
   `ingest_repo` after an ingest that changed the index enough (`judge_refit_due`); one fit at a
   time (a cache lock), and none when a fit that ran meanwhile made it no longer due.
+- `encoder_adapt_task()`: with ENCODER_ADAPTATION_ENABLED, fits an adapted encoder
+  (`groundtruth/adaptation/`), stages every chunk's vectors in its space and switches the index
+  to it; queued like the judge's fit after an ingest that changed the index enough
+  (`encoder_adaptation_due`). One at a time; a failure leaves the active encoder and the index.
 
 A worker that starts requeues the runs its previous life (same node name) held when it was
 killed (`worker_ready` below), so a restarted worker resumes them at once.
@@ -31,7 +35,9 @@ from django.core.cache import cache
 from django.db import transaction
 
 from agentplatform.plumbing.errors import ApplicationError
-from groundtruth.embeddings import EmbeddingUnavailable
+from groundtruth.adaptation.fitting import encoder_adapt, encoder_adaptation_due
+from groundtruth.adaptation.switching import SwitchFailed, encoder_activate
+from groundtruth.embeddings import EmbeddingError, EmbeddingUnavailable
 from groundtruth.ingest.git_access import GitNetworkError
 from groundtruth.ingest.pipeline import ingest_run_execute
 from groundtruth.ingest.runs import (
@@ -94,6 +100,8 @@ def ingest_repo(
         # The ingest has committed; on_commit runs this at once outside a transaction, and after
         # the commit inside one (a test's, a caller's).
         transaction.on_commit(judge_fit_task.delay)
+    if encoder_adaptation_due():
+        transaction.on_commit(encoder_adapt_task.delay)
     return run_id
 
 
@@ -119,6 +127,36 @@ def judge_fit_task() -> int | None:
         return None
     finally:
         cache.delete(JUDGE_FIT_LOCK)
+
+
+ENCODER_ADAPT_LOCK = "groundtruth:encoder-adapt"
+# Longer than the training's own limit plus staging a large index (100,000 chunks: about 2 h on
+# two busy cores); a worker killed mid-way frees the lock after it.
+ENCODER_ADAPT_LOCK_EXTRA_SECONDS = 6 * 3600
+
+
+@shared_task(name="groundtruth.tasks.encoder_adapt_task")
+def encoder_adapt_task() -> int | None:
+    """Fits an adapted encoder and switches the index to it; returns its id, or None (another
+    adaptation runs, none is due any more, or it failed: logged, the active encoder stays)."""
+    timeout = int(settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS) + ENCODER_ADAPT_LOCK_EXTRA_SECONDS
+    if not cache.add(ENCODER_ADAPT_LOCK, "1", timeout=timeout):
+        logger.info("An adapted encoder is being fitted already")
+        return None
+    try:
+        if not encoder_adaptation_due():
+            return None
+        encoder = encoder_adapt()
+        encoder_activate(encoder=encoder)
+        return encoder.pk
+    except ApplicationError as exc:
+        logger.warning("Encoder not adapted: %s", exc.detail)
+        return None
+    except (SwitchFailed, EmbeddingError) as exc:
+        logger.warning("Adapted encoder not switched to: %s", exc)
+        return None
+    finally:
+        cache.delete(ENCODER_ADAPT_LOCK)
 
 
 @shared_task(name="groundtruth.tasks.ingest_all")

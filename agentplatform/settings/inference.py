@@ -6,7 +6,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-from agentplatform.settings.env import env, env_non_negative, env_positive_int
+from agentplatform.settings.env import env, env_boolean, env_non_negative, env_positive_int
 
 EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="local")
 if EMBEDDING_BACKEND not in {"local", "openai", "none"}:
@@ -31,6 +31,21 @@ EMBEDDING_THREADS = env_positive_int("EMBEDDING_THREADS", 1)
 # benchmarks/inference.py).
 EMBEDDING_WORKER_THREADS = env_positive_int("EMBEDDING_WORKER_THREADS", os.cpu_count() or 1)
 EMBEDDING_EXPORT_TIMEOUT_SECONDS = env_non_negative("EMBEDDING_EXPORT_TIMEOUT_SECONDS", 600.0)
+
+# The adapted encoder (docs/ground-truth-adaptation.md): MiniLM fine-tuned on pairs mined from the
+# indexed documentation. True: an ingest that changed the index enough queues a fit, a re-embed of
+# every chunk into the new model's space and the switch (the Celery worker trains in a child
+# process). Off by default: a fit of the development set costs minutes of both cores.
+ENCODER_ADAPTATION_ENABLED = env_boolean("ENCODER_ADAPTATION_ENABLED", False)
+# Where fitted models are kept. Every host that searches needs the active one: on many hosts, a
+# directory shared read-only (as JUDGE_DIR), or a copy at the same path.
+ENCODER_ADAPTATION_DIR = env.str("ENCODER_ADAPTATION_DIR", default="")
+ENCODER_ADAPTATION_MAX_QUERIES = env_positive_int("ENCODER_ADAPTATION_MAX_QUERIES", 1536)
+ENCODER_ADAPTATION_TIMEOUT_SECONDS = env_non_negative("ENCODER_ADAPTATION_TIMEOUT_SECONDS", 3600.0)
+ENCODER_ADAPTATION_REFIT_CHANGED_SHARE = env_non_negative("ENCODER_ADAPTATION_REFIT_CHANGED_SHARE", 0.25)
+# How often a process re-reads which encoder is active (one small query): after a switch, a
+# process still on the previous model answers lexically for at most this long.
+ENCODER_ACTIVE_CHECK_SECONDS = env_non_negative("ENCODER_ACTIVE_CHECK_SECONDS", 10.0)
 
 
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")

@@ -235,7 +235,7 @@ def _execute(
     if run.follows_registry_ref and run.ref != repository.ref:
         ingest_run_ref_follow(run=run, ref=repository.ref)
 
-    backend = embedding_backend()
+    backend = embedding_backend(fresh=True)
     if backend.enabled:
         vector_store_check(backend)
         vector_index_ensure(model_name=backend.model_name, dimension=backend.dimension)
@@ -272,6 +272,11 @@ def _execute(
             # not wait for this transaction. (Two ingests of one repository cannot overlap: it has at
             # most one active run.)
             repository_index_lock(repository_id=repository.pk)
+            # A switch to an adapted encoder may have committed while this run waited for the lock
+            # (groundtruth/adaptation/switching.py): it writes in the space the index is in now.
+            if backend.enabled and (current := embedding_backend(fresh=True)).model_name != backend.model_name:
+                backend = current
+                vector_index_ensure(model_name=backend.model_name, dimension=backend.dimension)
             for batch in _batches(plan.to_chunk, settings.INGEST_FILE_BATCH_SIZE):
                 if heartbeat.lost:
                     raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")

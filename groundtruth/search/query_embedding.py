@@ -39,11 +39,19 @@ def _normalised(text: str) -> str:
 def query_embed(*, text: str) -> QueryEmbedding | None:
     """The embedding of a search query, or None when no embedding backend is configured
     (EMBEDDING_BACKEND=none) or the local model is still being prepared: the dense leg is skipped."""
-    from groundtruth.embeddings import EmbeddingModelNotReady, embedding_backend_get
+    from agentplatform.plumbing.database_backend.deadlines import ProcessKind, process_kind
+    from groundtruth.embeddings import EmbeddingModelNotReady, LocalSentenceTransformer, embedding_backend_get
 
     backend = embedding_backend_get()
     if backend is None:
         return None
+    if isinstance(backend, LocalSentenceTransformer) and not backend.loaded and process_kind() == ProcessKind.SERVING:
+        # A model this process has not loaded yet (the index switched to an adapted encoder since
+        # it started) is prepared in the background, its first export included: no request waits
+        # for it, search is lexical meanwhile.
+        backend.prepare_in_background()
+        if not backend.loaded:
+            return None
     key = (backend.model_name, _normalised(text))
     cache = query_embedding_cache()
     if (vector := cache.get(key)) is not None:

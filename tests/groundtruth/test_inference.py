@@ -201,7 +201,15 @@ def test_web_mcp_and_stream_processes_embed_without_importing_torch():
 import json, sys, django
 django.setup()
 import agentplatform.urls, agentplatform.asgi, agentplatform.mcp_app, agentplatform.wsgi
+import time
+from groundtruth.embeddings import embedding_backend
 from groundtruth.search.query_embedding import query_embed
+# A serving process never loads the model on a request's thread: the first query starts its
+# preparation in the background and is answered without it (lexically).
+assert query_embed(text="how do I deploy") is None
+deadline = time.monotonic() + 300
+while not embedding_backend().loaded and time.monotonic() < deadline:
+    time.sleep(0.1)
 embedding = query_embed(text="how do I deploy")
 print(json.dumps({"dimension": len(embedding.vector), "torch": "torch" in sys.modules,
                   "sentence_transformers": "sentence_transformers" in sys.modules}))

@@ -1,0 +1,182 @@
+"""Fitting an adapted encoder: mine pairs from the indexed documentation, train in a child
+process, keep the model under VAR_DIR/models/adapted/ and record it (an AdaptedEncoder row,
+status FITTED). Staging its vectors and switching the index to it is `switching.py`.
+
+The training runs in a process of its own (`python -m groundtruth.adaptation.training`): torch
+and the training's memory never enter the worker, a hung or over-long fit is killed at
+ENCODER_ADAPTATION_TIMEOUT_SECONDS, and whatever fails leaves the active encoder as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import F, Sum
+
+from agentplatform.plumbing.errors import InvalidInput
+from groundtruth.adaptation.pairs import adaptation_pairs_collect
+from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend, local_embedding_backend
+from groundtruth.inference.exported_model import model_weights_sha256
+from groundtruth.ingest.index_text import INDEX_VERSION
+from groundtruth.models import AdaptationStatus, AdaptedEncoder, IngestRun, IngestStatus, Repository
+
+logger = logging.getLogger(__name__)
+
+# The model directory's name, and so the first half of its vector space's name (name@weights).
+ADAPTED_MODEL_NAME = "minilm-adapted"
+# The trainer's own exit status for input it cannot train on (it prints why on stderr).
+TRAINER_BAD_INPUT = 2
+
+
+@dataclass(frozen=True)
+class EncoderAdaptationOptions:
+    # At most this many mined queries are trained on (a seeded sample of every repository's): the
+    # fit's time grows with them, not with the corpus (docs/ground-truth-adaptation.md).
+    max_queries: int = 1536
+    # A smaller corpus teaches the model its few titles and little else: the current encoder stays.
+    min_training_queries: int = 200
+    seed: int = 0
+    epochs: int = 1
+    batch_size: int = 32
+    mini_batch_size: int = 8
+    passage_tokens: int = 128
+    negatives: int = 3
+    learning_rate: float = 2e-5
+
+
+class AdaptationFailed(InvalidInput):
+    """The fit could not produce a model; the active encoder stays."""
+
+
+def adapted_models_dir() -> Path:
+    return Path(settings.ENCODER_ADAPTATION_DIR or Path(settings.VAR_DIR) / "models" / "adapted")
+
+
+def _trainer_command(*, pairs: Path, out: Path, base_model: str, options: EncoderAdaptationOptions) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "groundtruth.adaptation.training",
+        f"--pairs={pairs}",
+        f"--out={out}",
+        f"--base-model={base_model}",
+        f"--seed={options.seed}",
+        f"--max-queries={options.max_queries}",
+        f"--epochs={options.epochs}",
+        f"--batch-size={options.batch_size}",
+        f"--mini-batch-size={options.mini_batch_size}",
+        f"--passage-tokens={options.passage_tokens}",
+        f"--learning-rate={options.learning_rate}",
+        f"--threads={settings.EMBEDDING_WORKER_THREADS}",
+    ]
+
+
+def encoder_adapt(
+    *, repository_names: list[str] | None = None, options: EncoderAdaptationOptions | None = None
+) -> AdaptedEncoder:
+    """Fits an adapted encoder on the enabled (or the named) repositories and records it as
+    FITTED; raises AdaptationFailed (the reason) and changes nothing when it cannot."""
+    options = options or EncoderAdaptationOptions(max_queries=settings.ENCODER_ADAPTATION_MAX_QUERIES)
+    backend = embedding_backend(fresh=True)
+    if not isinstance(backend, LocalSentenceTransformer):
+        raise AdaptationFailed(
+            f"An adapted encoder is fine-tuned from the local model, not {backend.describe()}.",
+            code="adaptation_model_unavailable",
+        )
+    repositories = list(Repository.objects.filter(enabled=True, chunk_count__gt=0).order_by("name"))
+    if repository_names is not None:
+        repositories = [repository for repository in repositories if repository.name in repository_names]
+    started = time.monotonic()
+    records = adaptation_pairs_collect(repositories=repositories, seed=options.seed, negatives=options.negatives)
+    training = [record for record in records if not record["held_out"]]
+    if len(training) < options.min_training_queries or len(training) == len(records):
+        raise AdaptationFailed(
+            f"Too little documentation to adapt the encoder to: {len(records)} sections with a title and a text "
+            f"were found, {len(training)} to train on (at least {options.min_training_queries} needed); "
+            "the current encoder stays in use.",
+            code="adaptation_corpus_too_small",
+        )
+    models_dir = adapted_models_dir()
+    models_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=models_dir, prefix=".fit-") as work:
+        pairs, out = Path(work) / "pairs.json", Path(work) / ADAPTED_MODEL_NAME
+        pairs.write_text(json.dumps(records))
+        command = _trainer_command(pairs=pairs, out=out, base_model=backend.model_path, options=options)
+        try:
+            finished = subprocess.run(
+                command,
+                cwd=settings.BASE_DIR,
+                capture_output=True,
+                text=True,
+                timeout=settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise AdaptationFailed(
+                f"The encoder's training took longer than ENCODER_ADAPTATION_TIMEOUT_SECONDS "
+                f"({settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS:g} s) and was stopped; the current encoder stays.",
+                code="adaptation_timeout",
+            ) from exc
+        if finished.returncode != 0:
+            last = (finished.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise AdaptationFailed(
+                f"The encoder's training failed (exit status {finished.returncode}): {last}; "
+                "the current encoder stays.",
+                code="adaptation_training_failed",
+            )
+        summary = json.loads((out / "adaptation.json").read_text())
+        sha = model_weights_sha256(out)
+        target = models_dir / sha[:16] / ADAPTED_MODEL_NAME
+        if not target.is_dir():  # the same weights fitted before: keep the first copy
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(out), str(target))
+    row = AdaptedEncoder.objects.create(
+        index_version=INDEX_VERSION,
+        base_model=backend.model_name,
+        model_name=local_embedding_backend(model_path=str(target)).model_name,  # name@weights
+        directory=str(target),
+        repositories=[repository.name for repository in repositories],
+        chunk_count=sum(repository.chunk_count for repository in repositories),
+        mined_query_count=len(records),
+        query_count=int(summary["trained_queries"]),
+        held_out_query_count=int(summary["held_out_measured"]),
+        held_out_accuracy_before=round(float(summary["held_out_accuracy_before"]), 4),
+        held_out_accuracy=round(float(summary["held_out_accuracy_after"]), 4),
+        seed=options.seed,
+        fit_seconds=round(time.monotonic() - started, 1),
+        peak_rss_mb=round(float(summary["peak_rss_mb"]), 1),
+    )
+    logger.info(
+        "Adapted encoder %s fitted: %d queries trained on, %.0f s, peak RSS %.0f MB, held-out accuracy %.3f -> %.3f",
+        row.model_name,
+        row.query_count,
+        row.fit_seconds,
+        row.peak_rss_mb,
+        row.held_out_accuracy_before,
+        row.held_out_accuracy,
+    )
+    return row
+
+
+def encoder_adaptation_due() -> bool:
+    """Whether an ingest changed the index enough for a new adapted encoder: adaptation is on,
+    and none was fitted on this index version yet, or the chunks added, updated and removed since
+    the newest fit reach ENCODER_ADAPTATION_REFIT_CHANGED_SHARE of the chunks it was fitted on."""
+    if not settings.ENCODER_ADAPTATION_ENABLED or settings.EMBEDDING_BACKEND != "local" or settings.EMBEDDING_MODEL:
+        return False
+    newest = AdaptedEncoder.objects.exclude(status=AdaptationStatus.FAILED).order_by("-fitted_at", "-id").first()
+    if newest is None or newest.index_version != INDEX_VERSION:
+        return Repository.objects.filter(enabled=True, chunk_count__gt=0).exists()
+    changed = IngestRun.objects.filter(status=IngestStatus.SUCCEEDED, finished_at__gt=newest.fitted_at).aggregate(
+        total=Sum(F("chunks_added") + F("chunks_updated") + F("chunks_removed"))
+    )["total"]
+    return (changed or 0) >= settings.ENCODER_ADAPTATION_REFIT_CHANGED_SHARE * max(1, newest.chunk_count)

@@ -1,0 +1,85 @@
+"""`manage.py encoder_adapt`: adapt the embedding model to the indexed documentation and switch
+the index to it.
+
+Pairs are mined from the chunks of the enabled (or the named) repositories
+(`groundtruth/adaptation/pairs.py`; no question with a known answer is used), the packaged MiniLM
+is fine-tuned on them in a child process, every chunk is re-embedded with the new model into a
+staging table while search goes on, and one transaction switches the index and the query model to
+it (`groundtruth/adaptation/switching.py`). Prints the pairs, the time, the training's peak
+resident memory and the held-out mined accuracy before and after.
+
+    manage.py encoder_adapt                 # fit, stage, switch
+    manage.py encoder_adapt --no-switch     # fit only (status fitted)
+    manage.py encoder_adapt --activate 7    # stage and switch to encoder 7 (resumes a staging)
+
+A corpus too small to train on, a failed or over-long training or a failed switch leaves the
+active encoder and the index as they were (exit status 1, and why).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agentplatform.plumbing.errors import InvalidInput
+from groundtruth.adaptation.fitting import EncoderAdaptationOptions, encoder_adapt
+from groundtruth.adaptation.switching import SwitchFailed, encoder_activate
+from groundtruth.embeddings import EmbeddingError
+from groundtruth.models import AdaptationStatus, AdaptedEncoder
+
+
+class Command(BaseCommand):
+    help = "Fine-tune the embedding model on pairs mined from the indexed documentation and switch the index to it."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        defaults = EncoderAdaptationOptions()
+        parser.add_argument("--repo", action="append", dest="repositories", help="only this repository (repeatable)")
+        parser.add_argument("--max-queries", type=int, default=None, help="default: ENCODER_ADAPTATION_MAX_QUERIES")
+        parser.add_argument("--min-training-queries", type=int, default=defaults.min_training_queries)
+        parser.add_argument("--seed", type=int, default=defaults.seed)
+        parser.add_argument("--epochs", type=int, default=defaults.epochs)
+        parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+        parser.add_argument("--mini-batch-size", type=int, default=defaults.mini_batch_size)
+        parser.add_argument("--passage-tokens", type=int, default=defaults.passage_tokens)
+        parser.add_argument("--no-switch", action="store_true", help="fit only; the index stays as it is")
+        parser.add_argument("--activate", type=int, metavar="ID", help="stage and switch to this fitted encoder")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["activate"] is not None:
+            encoder = AdaptedEncoder.objects.filter(pk=options["activate"]).first()
+            if encoder is None:
+                raise CommandError(f"No adapted encoder #{options['activate']}.")
+            if encoder.status == AdaptationStatus.ACTIVE:
+                raise CommandError(f"Adapted encoder #{encoder.pk} is active already.")
+        else:
+            fit_options = EncoderAdaptationOptions(
+                max_queries=options["max_queries"] or settings.ENCODER_ADAPTATION_MAX_QUERIES,
+                min_training_queries=options["min_training_queries"],
+                seed=options["seed"],
+                epochs=options["epochs"],
+                batch_size=options["batch_size"],
+                mini_batch_size=options["mini_batch_size"],
+                passage_tokens=options["passage_tokens"],
+            )
+            try:
+                encoder = encoder_adapt(repository_names=options["repositories"], options=fit_options)
+            except InvalidInput as exc:
+                raise CommandError(exc.detail) from exc
+            self.stdout.write(
+                f"adapted encoder #{encoder.pk} {encoder.model_name}: {encoder.query_count} of "
+                f"{encoder.mined_query_count} mined queries trained on, {len(encoder.repositories)} repositories "
+                f"({encoder.chunk_count} chunks, index version {encoder.index_version})\n"
+                f"fitted in {encoder.fit_seconds:.0f} s, training peak RSS {encoder.peak_rss_mb:.0f} MB\n"
+                f"held-out accuracy {encoder.held_out_accuracy_before:.3f} -> {encoder.held_out_accuracy:.3f} "
+                f"(own passage above its mined negatives, {encoder.held_out_query_count} queries)\n"
+                f"model: {encoder.directory}"
+            )
+            if options["no_switch"]:
+                return
+        try:
+            switched = encoder_activate(encoder=encoder)
+        except (SwitchFailed, EmbeddingError) as exc:
+            raise CommandError(f"Not switched to adapted encoder #{encoder.pk}: {exc}") from exc
+        self.stdout.write(self.style.SUCCESS(f"{switched} chunks switched to {encoder.model_name}."))

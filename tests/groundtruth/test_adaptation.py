@@ -1,0 +1,346 @@
+"""The adapted encoder's mechanisms on hand-made corpora: its training pairs, the refusal of a
+corpus too small, the staging and the one-transaction switch of the index and the query model,
+an ingest after a switch, a failed switch that leaves everything as it was, and when a refit is
+due. The training itself (a child process) is tested in test_adaptation_training.py."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+from safetensors.numpy import load_file, save_file
+
+from agentplatform.plumbing.errors import InvalidInput
+from groundtruth.adaptation.active import active_encoder_forget
+from groundtruth.adaptation.fitting import EncoderAdaptationOptions, encoder_adapt, encoder_adaptation_due
+from groundtruth.adaptation.pairs import adaptation_pairs_collect
+from groundtruth.adaptation.switching import encoder_activate, encoder_stage, encoder_switch
+from groundtruth.embeddings import (
+    EmbeddingError,
+    embedding_backend,
+    local_embedding_backend,
+    packaged_model_path,
+)
+from groundtruth.ingest.foreground import ingest_foreground
+from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, passage_text
+from groundtruth.models import (
+    AdaptationStatus,
+    AdaptedEncoder,
+    Chunk,
+    IngestRun,
+    IngestStatus,
+    Repository,
+    StagedVector,
+)
+from groundtruth.search.hybrid_search import chunk_search
+from groundtruth.vector_index import stored_vectors
+from tests.groundtruth.factories import RepositoryFactory
+from tests.groundtruth.search_fixtures import Section, chunks_index
+from tests.groundtruth.test_judge import EXPORT, EXPORT_TITLE, HELPDESK, REQUIREMENTS, RESET, RESET_TITLE, UPGRADE
+
+
+@pytest.fixture(autouse=True)
+def _no_active_encoder_remembered():
+    active_encoder_forget()
+    yield
+    active_encoder_forget()
+
+
+@pytest.fixture(scope="session")
+def other_model_dir(tmp_path_factory) -> Path:
+    """The packaged model with its word embeddings moved a little (seeded): other weights, so a
+    vector space of its own, whose vectors still rank like the packaged model's."""
+    directory = tmp_path_factory.mktemp("adapted") / "minilm-adapted"
+    shutil.copytree(packaged_model_path(), directory)
+    tensors = load_file(directory / "model.safetensors")
+    name = next(key for key in tensors if key.endswith("word_embeddings.weight"))
+    noise = np.random.default_rng(0).normal(0.0, 0.01, tensors[name].shape).astype(tensors[name].dtype)
+    tensors[name] = tensors[name] + noise
+    save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+    return directory
+
+
+def _encoder(directory: Path, **fields) -> AdaptedEncoder:
+    return AdaptedEncoder.objects.create(
+        index_version=INDEX_VERSION,
+        base_model="all-MiniLM-L6-v2",
+        model_name=local_embedding_backend(model_path=str(directory)).model_name,
+        directory=str(directory),
+        query_count=300,
+        held_out_accuracy_before=0.5,
+        held_out_accuracy=0.6,
+        **fields,
+    )
+
+
+@pytest.mark.django_db
+def test_pairs_are_each_titled_section_with_question_forms_against_the_indexed_passage_form():
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+
+    records = adaptation_pairs_collect(repositories=[repository], seed=0, negatives=1)
+
+    by_query = {record["queries"][0]: record for record in records}
+    assert sorted(by_query) == [EXPORT_TITLE, RESET_TITLE, "Install: Requirements", "Install: Upgrade"]
+    # A title that is a question is asked as written; another gets two questions made of it.
+    assert by_query[RESET_TITLE]["queries"] == [RESET_TITLE]
+    assert by_query["Install: Upgrade"]["queries"] == [
+        "Install: Upgrade",
+        "How do I use Upgrade in helpdesk?",
+        "What is Upgrade in helpdesk?",
+    ]
+    # Passages in the form the index embeds, without the section's own title or heading lines.
+    assert by_query[RESET_TITLE]["positive"] == f"helpdesk: FAQ\n{RESET}"
+    assert by_query[RESET_TITLE]["negatives"] == [f"helpdesk: FAQ\n{EXPORT}"]
+    assert by_query["Install: Upgrade"]["positive"] == f"helpdesk: Install\n{UPGRADE}"
+    assert by_query["Install: Upgrade"]["negatives"] == [f"helpdesk: Install\n{REQUIREMENTS}"]
+    # Four mined queries: the fifth would be the first held out.
+    assert [record["held_out"] for record in records] == [False, False, False, False]
+    assert {record["repository"] for record in records} == {"acme/helpdesk"}
+
+
+@pytest.mark.django_db
+def test_adapting_to_a_tiny_corpus_says_why_and_changes_nothing(settings, tmp_path):
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+
+    with pytest.raises(InvalidInput) as refused:
+        encoder_adapt()
+
+    assert refused.value.code == "adaptation_corpus_too_small"
+    assert refused.value.detail == (
+        "Too little documentation to adapt the encoder to: 4 sections with a title and a text were found, "
+        "4 to train on (at least 200 needed); the current encoder stays in use."
+    )
+    assert AdaptedEncoder.objects.count() == 0
+    assert not (tmp_path / "adapted").exists()
+    with pytest.raises(CommandError, match=r"^Too little documentation to adapt the encoder to: 4 sections"):
+        call_command("encoder_adapt")
+
+
+@pytest.mark.django_db(transaction=True)  # the switch creates and drops HNSW indexes: real commits
+def test_the_switch_moves_every_chunk_and_the_query_model_to_the_adapted_space_together(other_model_dir):
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks = chunks_index(repository, HELPDESK)
+    packaged = embedding_backend().model_name
+    encoder = _encoder(other_model_dir)
+    adapted = local_embedding_backend(model_path=str(other_model_dir))
+    assert encoder.model_name.startswith("minilm-adapted@") and encoder.model_name != packaged
+
+    assert encoder_stage(encoder=encoder) == 5
+    # Staged only: the index and the query model are still the packaged ones.
+    encoder.refresh_from_db()
+    assert (encoder.status, encoder.staged_count) == (AdaptationStatus.STAGING, 5)
+    assert StagedVector.objects.count() == 5
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(packaged, 5)]
+    assert embedding_backend().model_name == packaged
+
+    assert encoder_switch(encoder=encoder) == 5
+
+    encoder.refresh_from_db()
+    assert (encoder.status, encoder.staged_count) == (AdaptationStatus.ACTIVE, 5)
+    assert StagedVector.objects.count() == 0
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 5)]
+    assert embedding_backend().model_name == encoder.model_name
+    reset = Chunk.objects.get(pk=chunks[0].pk)
+    expected = adapted.embed([passage_text(repository_name="acme/helpdesk", heading=reset.heading, text=reset.text)])
+    assert np.allclose(reset.embedding, expected[0], atol=1e-6)
+    assert np.allclose(reset.heading_embedding, adapted.embed([RESET_TITLE])[0], atol=1e-6)
+    # The dense leg reads the new space with the new query model.
+    outcome = chunk_search(query="I forgot my password, how do I get a new one?", repositories=[repository], limit=3)
+    assert outcome.hits[0].chunk.pk == chunks[0].pk
+    assert outcome.hits[0].dense_rank == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_rewritten_after_staging_is_embedded_anew_at_the_switch(other_model_dir):
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks = chunks_index(repository, HELPDESK)
+    encoder = _encoder(other_model_dir)
+    encoder_stage(encoder=encoder)
+    # An ingest rewrote a chunk meanwhile (same row here; an ingest writes new rows: not staged either).
+    text = f"## {EXPORT_TITLE}\n\nNo: exports were removed in version 3."
+    heading = ["FAQ", EXPORT_TITLE]
+    Chunk.objects.filter(pk=chunks[1].pk).update(
+        text=text, content_hash=content_hash(repository_name="acme/helpdesk", heading=heading, text=text)
+    )
+
+    assert encoder_switch(encoder=encoder) == 5
+
+    rewritten = Chunk.objects.get(pk=chunks[1].pk)
+    adapted = local_embedding_backend(model_path=str(other_model_dir))
+    expected = adapted.embed([passage_text(repository_name="acme/helpdesk", heading=heading, text=text)])[0]
+    assert np.allclose(rewritten.embedding, expected, atol=1e-6)
+    assert rewritten.embedding_model == encoder.model_name
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_switch_to_a_model_that_fails_marks_the_encoder_failed_and_leaves_the_index(tmp_path):
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    packaged = embedding_backend().model_name
+    previous = _encoder(packaged_model_path(), status=AdaptationStatus.RETIRED)
+    missing = tmp_path / "minilm-adapted"
+    encoder = AdaptedEncoder.objects.create(
+        index_version=INDEX_VERSION,
+        base_model=packaged,
+        model_name="minilm-adapted@000000000000",
+        directory=str(missing),
+        query_count=300,
+        held_out_accuracy_before=0.5,
+        held_out_accuracy=0.6,
+    )
+
+    with pytest.raises(EmbeddingError, match=r"^embedding model directory .* does not exist$"):
+        encoder_activate(encoder=encoder)
+
+    encoder.refresh_from_db()
+    assert encoder.status == AdaptationStatus.FAILED
+    assert encoder.error == f"EmbeddingError: embedding model directory {missing} does not exist"
+    assert StagedVector.objects.count() == 0
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(packaged, 5)]
+    assert AdaptedEncoder.objects.get(pk=previous.pk).status == AdaptationStatus.RETIRED
+    assert embedding_backend().model_name == packaged
+    with pytest.raises(CommandError, match=f"^Not switched to adapted encoder #{encoder.pk}: embedding model"):
+        call_command("encoder_adapt", "--activate", str(encoder.pk))
+    with pytest.raises(CommandError, match=r"^No adapted encoder #999999\.$"):
+        call_command("encoder_adapt", "--activate", "999999")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_ingest_in_a_process_that_has_not_seen_the_switch_yet_writes_into_the_new_space(
+    handbook_registered, other_model_dir
+):
+    from groundtruth.adaptation import active
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+    assert (run.status, run.chunks_added) == (IngestStatus.SUCCEEDED, 7)
+    encoder = _encoder(other_model_dir)
+    assert encoder_activate(encoder=encoder) == 7
+    # As a process that read "no adapted encoder" a moment before the switch.
+    active._state.update(checked_at=10.0**12, directory=None)
+    assert embedding_backend().model_name == "all-MiniLM-L6-v2"
+    handbook_registered.write("docs/faq.md", "# FAQ\n\n## Is there a dark mode?\n\nYes, under Settings.\n")
+    handbook_registered.commit("faq")
+
+    [run] = ingest_foreground(repository_name="acme/handbook", ref=None)
+
+    assert (run.status, run.chunks_added, run.error) == (IngestStatus.SUCCEEDED, 1, "")
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 8)]
+
+
+@pytest.mark.django_db
+def test_an_adaptation_is_due_when_on_and_none_is_fitted_or_a_quarter_of_its_chunks_changed(settings):
+    repository = RepositoryFactory(name="acme/helpdesk", chunk_count=400)
+    assert encoder_adaptation_due() is False  # off by default
+    settings.ENCODER_ADAPTATION_ENABLED = True
+    assert encoder_adaptation_due() is True
+    encoder = _encoder(packaged_model_path(), chunk_count=400)
+
+    def finished_run(minutes: int, changed: int) -> None:
+        IngestRun.objects.create(
+            repository=repository,
+            status=IngestStatus.SUCCEEDED,
+            finished_at=encoder.fitted_at + timedelta(minutes=minutes),
+            chunks_added=changed,
+        )
+
+    finished_run(1, 60)
+    assert encoder_adaptation_due() is False
+    finished_run(2, 39)
+    assert encoder_adaptation_due() is False
+    finished_run(3, 1)
+    assert encoder_adaptation_due() is True  # 100 of 400 chunks
+    AdaptedEncoder.objects.filter(pk=encoder.pk).update(index_version=INDEX_VERSION - 1)
+    assert encoder_adaptation_due() is True
+    settings.EMBEDDING_MODEL = str(packaged_model_path())
+    assert encoder_adaptation_due() is False  # a model the operator chose is never replaced
+
+
+TOPICS = [
+    ("Backups", "nightly snapshots of the archive volume are copied to the cold bucket and kept for ninety days"),
+    ("Certificates", "the proxy renews its TLS certificates from the internal authority a week before expiry"),
+    ("Dashboards", "charts of request latency and error rates are drawn from the metrics store every minute"),
+    ("Feature flags", "a flag is toggled per tenant in the flags table and read by the services at each request"),
+    ("Invoices", "the billing job totals each customer's usage on the first day of the month and mails a PDF"),
+    ("Kubernetes", "each service runs as a deployment of three pods spread over the availability zones"),
+    ("Logging", "structured JSON lines go to standard output and the collector ships them to the search cluster"),
+    ("Migrations", "schema changes are applied by the release pipeline before the new containers start"),
+    ("Notifications", "push messages to phones are sent through the gateway with a retry after thirty seconds"),
+    ("On-call", "the primary engineer is paged first and the secondary after fifteen minutes without an answer"),
+    ("Passwords", "users reset a forgotten password with a one-time link mailed to their verified address"),
+    ("Queues", "background jobs wait in the broker and a worker acknowledges each only after it finished"),
+    ("Rate limits", "each API key may send one hundred requests per minute before the gateway answers 429"),
+    ("Releases", "a tag on the main branch builds the images, runs the tests and rolls out to staging first"),
+    ("Search", "documents are indexed with their titles boosted and the index is rebuilt every Sunday night"),
+    ("Secrets", "credentials live in the vault and are mounted into the containers as files at start"),
+    ("Single sign-on", "employees log in through the identity provider and groups map to roles in the app"),
+    ("Storage", "uploaded files are written to object storage and their metadata to the relational database"),
+    ("Translations", "strings are extracted into catalogues that the translators edit in the web platform"),
+    ("Uptime", "an external probe requests the health page every thirty seconds from three regions"),
+    ("Caching", "rendered pages are kept in the shared cache for five minutes and purged on every publish"),
+    ("Exports", "a customer downloads all their records as a ZIP archive with one CSV file per table"),
+    ("Firewall", "only the load balancer may reach the application subnet, on ports 80 and 443 alone"),
+    ("Git hooks", "a pre-commit hook formats the code and refuses a commit whose tests were not run"),
+    ("Health checks", "the orchestrator restarts a pod whose readiness endpoint fails three times in a row"),
+    ("Incidents", "a timeline is written in the incident channel and a review follows within five days"),
+    ("Licences", "third-party packages are scanned at each build and a copyleft licence stops the release"),
+    ("Monitoring", "alerts fire when the error budget of a service is burnt faster than twice its rate"),
+    ("Onboarding", "a new engineer gets a laptop, accounts and a buddy on the first morning"),
+    ("Profiling", "a sampling profiler is attached to one pod for ten minutes when latency regresses"),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_encoder_fitted_on_a_corpus_is_recorded_and_the_index_switched_to_it(settings, tmp_path):
+    """The whole path with the real trainer in its child process, on a tiny budget."""
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+    repository = RepositoryFactory(name="acme/operations")
+    sections = [
+        Section(
+            path="manual.md",
+            heading=("Operations", title),
+            text=f"## {title}\n\nIn operations, {text}.",
+            start_line=1 + 4 * index,
+        )
+        for index, (title, text) in enumerate(TOPICS)
+    ]
+    chunks_index(repository, sections)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(sections))
+    options = EncoderAdaptationOptions(
+        max_queries=16, min_training_queries=20, batch_size=8, mini_batch_size=4, passage_tokens=64
+    )
+
+    encoder = encoder_adapt(options=options)
+
+    assert (encoder.status, encoder.mined_query_count, encoder.query_count, encoder.held_out_query_count) == (
+        AdaptationStatus.FITTED,
+        30,
+        16,
+        6,
+    )
+    assert (encoder.repositories, encoder.chunk_count, encoder.index_version) == (
+        ["acme/operations"],
+        30,
+        INDEX_VERSION,
+    )
+    assert encoder.base_model == "all-MiniLM-L6-v2"
+    directory = Path(encoder.directory)
+    assert directory.name == "minilm-adapted" and directory.parent.parent == tmp_path / "adapted"
+    assert encoder.model_name == f"minilm-adapted@{directory.parent.name[:12]}"
+    assert (directory / "adaptation.json").is_file()
+    assert [path.name for path in (tmp_path / "adapted").iterdir()] == [directory.parent.name]  # no work files left
+    assert 0 < encoder.peak_rss_mb and 0 < encoder.fit_seconds
+
+    assert encoder_activate(encoder=encoder) == 30
+
+    encoder.refresh_from_db()
+    assert encoder.status == AdaptationStatus.ACTIVE
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 30)]
+    assert embedding_backend().model_name == encoder.model_name
