@@ -51,57 +51,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-HELD_OUT_EVERY = 5
-
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _question_forms(query: str, title: str, label: str, is_question: bool) -> list[str]:
-    """The query forms of one section. A title that is a question is asked as it is."""
-    if is_question:
-        return [query]
-    return [query, f"How do I use {title} in {label}?", f"What is {title} in {label}?"]
-
-
 def pairs_collect(*, database: str, seed: int, negatives: int) -> list[dict]:
+    """The service's own mining (groundtruth/adaptation/pairs.py) over every repository of the
+    benchmark database."""
     from benchmarks.benchmark_database import benchmark_database_use
 
     benchmark_database_use(database)
-    from groundtruth.ingest.index_text import passage_text, repository_label
-    from groundtruth.judge.pair_mining import pairs_mine
-    from groundtruth.models import Chunk, Repository
-    from groundtruth.search.reranking import title_is_question
+    from groundtruth.adaptation.pairs import adaptation_pairs_collect
+    from groundtruth.models import Repository
 
-    repositories = list(Repository.objects.order_by("name"))
     started = time.monotonic()
-    mined = pairs_mine(repositories=repositories, negatives=negatives, queries_per_repository=None, seed=seed)
-    print(f"mined {len(mined)} queries in {time.monotonic() - started:.0f} s", flush=True)
-    chunk_ids = {query.chunk_id for query in mined} | {cid for query in mined for cid in query.negative_chunk_ids}
-    chunks = {chunk.pk: chunk for chunk in Chunk.objects.filter(pk__in=chunk_ids).select_related("repository")}
-
-    def indexed_form(chunk_id: int, judged_text: str) -> str:
-        chunk = chunks[chunk_id]
-        heading = [str(part) for part in chunk.heading or []]
-        return passage_text(repository_name=chunk.repository.name, heading=heading[:-1], text=judged_text)
-
-    records = []
-    for position, query in enumerate(mined):
-        chunk = chunks[query.chunk_id]
-        heading = [str(part) for part in chunk.heading or []]
-        label = repository_label(query.repository)
-        records.append(
-            {
-                "repository": query.repository,
-                "held_out": position % HELD_OUT_EVERY == HELD_OUT_EVERY - 1,
-                "queries": _question_forms(query.query, heading[-1].strip(), label, title_is_question(heading)),
-                "positive": indexed_form(query.chunk_id, query.positive),
-                "negatives": [
-                    indexed_form(cid, text) for cid, text in zip(query.negative_chunk_ids, query.negatives, strict=True)
-                ],
-            }
-        )
+    records = adaptation_pairs_collect(
+        repositories=list(Repository.objects.order_by("name")), seed=seed, negatives=negatives
+    )
+    print(f"mined {len(records)} queries in {time.monotonic() - started:.0f} s", flush=True)
     return records
 
 
