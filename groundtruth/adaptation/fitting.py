@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import F, Sum
 
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.adaptation.pairs import adaptation_pairs_collect
 from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend, local_embedding_backend
 from groundtruth.inference.exported_model import model_weights_sha256
 from groundtruth.ingest.index_text import INDEX_VERSION
-from groundtruth.models import AdaptationStatus, AdaptedEncoder, IngestRun, IngestStatus, Repository
+from groundtruth.ingest.runs import ingest_chunks_changed_since
+from groundtruth.models import AdaptationStatus, AdaptedEncoder, Repository
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,5 @@ def encoder_adaptation_due() -> bool:
     newest = AdaptedEncoder.objects.exclude(status=AdaptationStatus.FAILED).order_by("-fitted_at", "-id").first()
     if newest is None or newest.index_version != INDEX_VERSION:
         return Repository.objects.filter(enabled=True, chunk_count__gt=0).exists()
-    changed = IngestRun.objects.filter(status=IngestStatus.SUCCEEDED, finished_at__gt=newest.fitted_at).aggregate(
-        total=Sum(F("chunks_added") + F("chunks_updated") + F("chunks_removed"))
-    )["total"]
-    return (changed or 0) >= settings.ENCODER_ADAPTATION_REFIT_CHANGED_SHARE * max(1, newest.chunk_count)
+    changed = ingest_chunks_changed_since(moment=newest.fitted_at)
+    return changed >= settings.ENCODER_ADAPTATION_REFIT_CHANGED_SHARE * max(1, newest.chunk_count)

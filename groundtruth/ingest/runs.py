@@ -27,7 +27,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from agentplatform.plumbing.server_paths import server_paths_hidden
@@ -234,3 +234,12 @@ def ingest_runs_stale_clear() -> int:
     if stale_running or stale_queued:
         logger.warning("Cleared %s stale running and %s stale queued ingest runs", stale_running, stale_queued)
     return stale_running + stale_queued
+
+
+def ingest_chunks_changed_since(*, moment: datetime) -> int:
+    """The chunks added, updated and removed by the runs that succeeded after `moment` (what a
+    fitted model has not seen: the judge's and the adapted encoder's refits are due on it)."""
+    changed = IngestRun.objects.filter(status=IngestStatus.SUCCEEDED, finished_at__gt=moment).aggregate(
+        total=Sum(F("chunks_added") + F("chunks_updated") + F("chunks_removed"))
+    )["total"]
+    return int(changed or 0)

@@ -24,15 +24,15 @@ from pathlib import Path
 
 import numpy as np
 from django.conf import settings
-from django.db.models import F, Sum
 
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.embeddings import EmbeddingError, embedding_backend
 from groundtruth.ingest.index_text import INDEX_VERSION
+from groundtruth.ingest.runs import ingest_chunks_changed_since
 from groundtruth.judge.calibration import POSITIVE_QUANTILE, HeldOutScores, held_out_accuracy, refusal_thresholds
 from groundtruth.judge.late_interaction import LateInteractionJudge, TokenisedQuery, late_interaction_fit, piece_idf
 from groundtruth.judge.pair_mining import MinedQuery, judge_passage, pairs_mine
-from groundtruth.models import Chunk, IngestRun, IngestStatus, RelevanceJudge, Repository
+from groundtruth.models import Chunk, RelevanceJudge, Repository
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +233,5 @@ def judge_refit_due() -> bool:
     newest = RelevanceJudge.objects.order_by("-fitted_at", "-id").first()
     if newest is None or newest.index_version != INDEX_VERSION:
         return Repository.objects.filter(enabled=True, chunk_count__gt=0).exists()
-    changed = IngestRun.objects.filter(status=IngestStatus.SUCCEEDED, finished_at__gt=newest.fitted_at).aggregate(
-        total=Sum(F("chunks_added") + F("chunks_updated") + F("chunks_removed"))
-    )["total"]
-    return (changed or 0) >= settings.JUDGE_REFIT_CHANGED_SHARE * max(1, newest.chunk_count)
+    changed = ingest_chunks_changed_since(moment=newest.fitted_at)
+    return changed >= settings.JUDGE_REFIT_CHANGED_SHARE * max(1, newest.chunk_count)
