@@ -1,5 +1,6 @@
 """An adapted bi-encoder (issue 23): the packaged MiniLM fine-tuned on pairs mined from the indexed
-documentation itself, no labelled question used. Experiment, not shipped.
+documentation itself, no labelled question used. The experiment that chose it, and (`ship`) the
+service's own path (groundtruth/adaptation/, docs/ground-truth-adaptation.md) on the development set.
 
     # 1. fit (reads the benchmark database that `retrieval.py` left; writes a model directory)
     nice -n 5 .venv/bin/python benchmarks/adapted_encoder.py fit --out var/adapt/model-seed0 \\
@@ -19,6 +20,10 @@ documentation itself, no labelled question used. Experiment, not shipped.
     # 6. the gain on questions whose answer's title the fit trained on, and on the others
     .venv/bin/python benchmarks/adapted_encoder.py exposure --pairs var/adapt/pairs-seed0.json \\
         --eval-set ../shared/eval-dev var/adapt/features-packaged.jsonl var/adapt/features-adapted.jsonl
+    # the shipped path (manage.py encoder_adapt's fit, staging and switch) on a copy, then every
+    # question through the active encoder (no EMBEDDING_MODEL: the service reads it from the row)
+    nice -n 5 .venv/bin/python benchmarks/adapted_encoder.py ship --target gt_shipped
+    nice -n 5 .venv/bin/python benchmarks/retrieval.py --eval-set ../shared/eval-dev --no-ferrite --database gt_shipped
     # per-corpus refusal calibrations with the adapted evidence (refusal_calibration.py)
     EMBEDDING_MODEL=$PWD/var/adapt/model-seed0 nice -n 5 .venv/bin/python benchmarks/retrieval.py \\
         --eval-set ../shared/eval-dev --no-ferrite --database gt_adapt --refusal-calibration
@@ -90,20 +95,60 @@ def fit(args: argparse.Namespace) -> None:
     sys.exit(subprocess.run(command, cwd=ROOT, check=False).returncode)
 
 
-def reembed(args: argparse.Namespace) -> None:
-    """CREATE DATABASE target TEMPLATE source, then every chunk re-embedded with the adapted model."""
+def _database_copy(*, source: str, target: str) -> None:
+    """CREATE DATABASE target TEMPLATE source (dropped first if it exists)."""
     import psycopg
 
     from benchmarks.benchmark_database import _server_url
 
-    _, maintenance = _server_url(args.source)
+    _, maintenance = _server_url(source)
+    # A template copy needs no other session on the source: run it before any benchmark on it.
+    with psycopg.connect(**maintenance, autocommit=True) as connection:
+        if connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [target]).fetchone():
+            connection.execute(f'DROP DATABASE "{target}"')
+        connection.execute(f'CREATE DATABASE "{target}" TEMPLATE "{source}"')
+    print(f"{target} copied from {source}", flush=True)
+
+
+def ship(args: argparse.Namespace) -> None:
+    """The shipped path end to end on a copy of the benchmark database: `encoder_adapt`'s fit
+    (mining, the trainer in its child process, the row), then the staging and the switch, each
+    timed; `retrieval.py --database TARGET` then asks every question through the active encoder
+    (no EMBEDDING_MODEL: the service picks the active encoder's model itself)."""
+    _database_copy(source=args.source, target=args.target)
+    os.environ.pop("EMBEDDING_MODEL", None)
+    os.environ["EMBEDDING_RUNTIME"] = "onnx"
+    from benchmarks.benchmark_database import benchmark_database_use
+
+    benchmark_database_use(args.target)
+    from groundtruth.adaptation.fitting import encoder_adapt
+    from groundtruth.adaptation.switching import encoder_stage, encoder_switch
+
+    started = time.monotonic()
+    encoder = encoder_adapt()
+    print(
+        f"fitted #{encoder.pk} {encoder.model_name}: {encoder.query_count} of {encoder.mined_query_count} mined queries"
+        f" trained on, {encoder.fit_seconds:.0f} s, training peak RSS {encoder.peak_rss_mb:.0f} MB, held-out accuracy"
+        f" {encoder.held_out_accuracy_before:.3f} -> {encoder.held_out_accuracy:.3f}"
+        f" ({encoder.held_out_query_count} queries)",
+        flush=True,
+    )
+    staged_at = time.monotonic()
+    staged = encoder_stage(encoder=encoder)
+    switched_at = time.monotonic()
+    switched = encoder_switch(encoder=encoder)
+    print(
+        f"staged {staged} chunks in {switched_at - staged_at:.0f} s, switched {switched} in"
+        f" {time.monotonic() - switched_at:.1f} s; whole path {time.monotonic() - started:.0f} s;"
+        f" this process's peak RSS {_peak_rss_mb():.0f} MB",
+        flush=True,
+    )
+
+
+def reembed(args: argparse.Namespace) -> None:
+    """CREATE DATABASE target TEMPLATE source, then every chunk re-embedded with the adapted model."""
     if not args.no_copy:
-        # A template copy needs no other session on the source: run it before any benchmark on it.
-        with psycopg.connect(**maintenance, autocommit=True) as connection:
-            if connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [args.target]).fetchone():
-                connection.execute(f'DROP DATABASE "{args.target}"')
-            connection.execute(f'CREATE DATABASE "{args.target}" TEMPLATE "{args.source}"')
-        print(f"{args.target} copied from {args.source}", flush=True)
+        _database_copy(source=args.source, target=args.target)
         if args.copy_only:
             return
     os.environ["EMBEDDING_MODEL"] = str(args.model.resolve())
@@ -301,6 +346,9 @@ def main() -> None:
     reembed_parser.add_argument("--target", default="gt_adapt")
     reembed_parser.add_argument("--no-copy", action="store_true", help="re-embed the target as it is")
     reembed_parser.add_argument("--copy-only", action="store_true", help="copy the source and stop")
+    ship_parser = commands.add_parser("ship")
+    ship_parser.add_argument("--source", default="gt_bench_retrieval")
+    ship_parser.add_argument("--target", default="gt_shipped")
     features_parser = commands.add_parser("features")
     features_parser.add_argument("features", type=Path, nargs="+")
     abstention_parser = commands.add_parser("abstention")
@@ -316,6 +364,7 @@ def main() -> None:
     {
         "fit": fit,
         "reembed": reembed,
+        "ship": ship,
         "features": features_report,
         "abstention": abstention_report,
         "exposure": exposure_report,
