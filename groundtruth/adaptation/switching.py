@@ -6,8 +6,8 @@
    dies mid-way loses at most one batch.
 2. The switch (`encoder_switch`), one transaction: every repository's index lock (ordered by id,
    the ingests' lock: no ingest writes meanwhile, and an ingest waiting for it re-reads the active
-   encoder once it holds it), the chunks written since staging embedded, the new space's HNSW
-   indexes created, every chunk's vectors replaced by its staged ones, and the encoder marked
+   encoder once it holds it), the chunks written since staging embedded, every chunk's vectors
+   replaced by its staged ones, the new space's HNSW indexes built, and the encoder marked
    ACTIVE (the previous one RETIRED). Readers see the old index or the new one, never a mix.
    Processes pick the new query model up within ENCODER_ACTIVE_CHECK_SECONDS.
 
@@ -109,7 +109,6 @@ def encoder_switch(*, encoder: AdaptedEncoder) -> int:
             repository_index_lock(repository_id=repository_id)
         # Written by ingests since the staging (a few at most): embedded here, under the locks.
         _stage(encoder, _unstaged_ids(encoder), each_batch=lambda staged: None)
-        indexes = vector_index_ensure(model_name=encoder.model_name, dimension=dimension)
         with connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE groundtruth_chunk c SET embedding = s.embedding, heading_embedding = s.heading_embedding,"
@@ -122,6 +121,9 @@ def encoder_switch(*, encoder: AdaptedEncoder) -> int:
             left = cursor.fetchone()[0]
         if left:
             raise SwitchFailed(f"{left} chunks have no vectors of {encoder.model_name}; nothing was switched")
+        # Built after the vectors are in place: one bulk build of the graph is faster than
+        # inserting every row into an empty one (pgvector's advice).
+        indexes = vector_index_ensure(model_name=encoder.model_name, dimension=dimension)
         now = timezone.now()
         AdaptedEncoder.objects.filter(status=AdaptationStatus.ACTIVE).update(
             status=AdaptationStatus.RETIRED, status_changed_at=now

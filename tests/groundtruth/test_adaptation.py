@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from safetensors.numpy import load_file, save_file
 
 from agentplatform.plumbing.errors import InvalidInput
@@ -37,7 +38,7 @@ from groundtruth.models import (
     StagedVector,
 )
 from groundtruth.search.hybrid_search import chunk_search
-from groundtruth.vector_index import stored_vectors
+from groundtruth.vector_index import stored_vectors, vector_index_name
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import Section, chunks_index
 from tests.groundtruth.test_judge import EXPORT, EXPORT_TITLE, HELPDESK, REQUIREMENTS, RESET, RESET_TITLE, UPGRADE
@@ -62,6 +63,15 @@ def other_model_dir(tmp_path_factory) -> Path:
     tensors[name] = tensors[name] + noise
     save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
     return directory
+
+
+def _vector_indexes() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'groundtruth_chunk' AND indexname LIKE '%%hnsw%%'"
+            " ORDER BY indexname"
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _encoder(directory: Path, **fields) -> AdaptedEncoder:
@@ -148,6 +158,11 @@ def test_the_switch_moves_every_chunk_and_the_query_model_to_the_adapted_space_t
     assert StagedVector.objects.count() == 0
     assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 5)]
     assert embedding_backend().model_name == encoder.model_name
+    # The new space's HNSW indexes, and no other space's.
+    assert _vector_indexes() == sorted(
+        vector_index_name(model_name=encoder.model_name, dimension=384, column=column)
+        for column in ("embedding", "heading_embedding")
+    )
     reset = Chunk.objects.get(pk=chunks[0].pk)
     expected = adapted.embed([passage_text(repository_name="acme/helpdesk", heading=reset.heading, text=reset.text)])
     assert np.allclose(reset.embedding, expected[0], atol=1e-6)
