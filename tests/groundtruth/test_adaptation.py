@@ -5,6 +5,7 @@ due. The training itself (a child process) is tested in test_adaptation_training
 
 from __future__ import annotations
 
+import logging
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +39,7 @@ from groundtruth.models import (
     StagedVector,
 )
 from groundtruth.search.hybrid_search import chunk_search
+from groundtruth.tasks import encoder_adapt_task, ingest_repo
 from groundtruth.vector_index import stored_vectors, vector_index_name
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import Section, chunks_index
@@ -359,3 +361,43 @@ def test_an_encoder_fitted_on_a_corpus_is_recorded_and_the_index_switched_to_it(
     assert encoder.status == AdaptationStatus.ACTIVE
     assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 30)]
     assert embedding_backend().model_name == encoder.model_name
+
+
+@pytest.mark.django_db
+def test_the_adaptation_task_on_a_tiny_corpus_logs_why_and_changes_nothing(settings, tmp_path, caplog):
+    settings.ENCODER_ADAPTATION_ENABLED = True
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+
+    assert encoder_adapt_task() is None
+
+    assert AdaptedEncoder.objects.count() == 0
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [("all-MiniLM-L6-v2", 5)]
+    assert (
+        "groundtruth.tasks",
+        logging.WARNING,
+        "Encoder not adapted: Too little documentation to adapt the encoder to: 4 sections with a title and a "
+        "text were found, 4 to train on (at least 200 needed); the current encoder stays in use.",
+    ) in caplog.record_tuples
+    settings.ENCODER_ADAPTATION_ENABLED = False
+    assert encoder_adapt_task() is None  # not due: nothing mined, nothing logged
+    assert len([record for record in caplog.records if record.name == "groundtruth.tasks"]) == 1
+
+
+@pytest.mark.django_db
+def test_an_ingest_queues_an_adaptation_once_it_is_due(
+    settings, handbook_registered, django_capture_on_commit_callbacks
+):
+    repository = Repository.objects.get(name="acme/handbook")
+    with django_capture_on_commit_callbacks() as off:
+        ingest_repo.apply(args=[repository.pk]).get()
+    settings.ENCODER_ADAPTATION_ENABLED = True
+    handbook_registered.write("docs/faq.md", "# FAQ\n\n## Is there a dark mode?\n\nYes, under Settings.\n")
+    handbook_registered.commit("faq")
+    with django_capture_on_commit_callbacks() as on:
+        ingest_repo.apply(args=[repository.pk]).get()
+
+    assert encoder_adapt_task.delay not in off
+    assert on.count(encoder_adapt_task.delay) == 1
