@@ -50,7 +50,7 @@ from groundtruth.ingest.runs import (
     ingest_runs_stale_clear,
 )
 from groundtruth.judge.fitting import judge_fit, judge_refit_due
-from groundtruth.models import IngestTrigger, Repository
+from groundtruth.models import AdaptationStatus, AdaptedEncoder, IngestTrigger, Repository
 from groundtruth.question_audit import asked_questions_purge
 from groundtruth.services import REGISTRY_SYNC_TASK, ingest_request, registry_reload
 
@@ -146,7 +146,8 @@ def encoder_adapt_task() -> int | None:
     try:
         if not encoder_adaptation_due():
             return None
-        encoder = encoder_adapt()
+        # A staging cut short (its worker died) is resumed rather than fitted again.
+        encoder = AdaptedEncoder.objects.filter(status=AdaptationStatus.STAGING).first() or encoder_adapt()
         encoder_activate(encoder=encoder)
         return encoder.pk
     except ApplicationError as exc:

@@ -168,11 +168,13 @@ def encoder_adapt(
 
 
 def encoder_adaptation_due() -> bool:
-    """Whether an ingest changed the index enough for a new adapted encoder: adaptation is on,
-    and none was fitted on this index version yet, or the chunks added, updated and removed since
+    """Whether an adaptation is due: adaptation is on, and a staging was cut short, or none was
+    fitted on this index version yet, or the chunks added, updated and removed since
     the newest fit reach ENCODER_ADAPTATION_REFIT_CHANGED_SHARE of the chunks it was fitted on."""
     if not settings.ENCODER_ADAPTATION_ENABLED or settings.EMBEDDING_BACKEND != "local" or settings.EMBEDDING_MODEL:
         return False
+    if AdaptedEncoder.objects.filter(status=AdaptationStatus.STAGING).exists():
+        return True  # cut short (or running: the task's lock keeps it to one): resumed
     newest = AdaptedEncoder.objects.exclude(status=AdaptationStatus.FAILED).order_by("-fitted_at", "-id").first()
     if newest is None or newest.index_version != INDEX_VERSION:
         return Repository.objects.filter(enabled=True, chunk_count__gt=0).exists()

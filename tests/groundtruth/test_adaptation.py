@@ -440,3 +440,20 @@ def test_a_host_without_the_active_encoders_files_says_so_in_health_and_searches
     assert caplog.messages == [
         f"Embedding model {missing} not loaded: embedding model directory {missing} does not exist"
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_adaptation_task_resumes_a_staging_cut_short_instead_of_fitting_again(settings, other_model_dir):
+    settings.ENCODER_ADAPTATION_ENABLED = True
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks = chunks_index(repository, HELPDESK)
+    encoder = _encoder(other_model_dir)
+    encoder_stage(encoder=encoder)
+    # As a worker killed mid-way: two chunks' staged vectors never written.
+    StagedVector.objects.filter(chunk_id__in=[chunks[0].pk, chunks[3].pk]).delete()
+    assert encoder_adaptation_due() is True
+
+    assert encoder_adapt_task() == encoder.pk
+
+    assert list(AdaptedEncoder.objects.values_list("pk", "status")) == [(encoder.pk, AdaptationStatus.ACTIVE)]
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 5)]
