@@ -15,9 +15,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from django.conf import settings
 
@@ -80,6 +83,43 @@ def _trainer_command(*, pairs: Path, out: Path, base_model: str, options: Encode
     ]
 
 
+def _train(command: list[str]) -> None:
+    """Runs the trainer, its output lines logged as they come (the fit's progress in the worker's
+    log), and stops it past ENCODER_ADAPTATION_TIMEOUT_SECONDS; raises AdaptationFailed."""
+    timeout = settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS
+    last_lines: deque[str] = deque(maxlen=1)
+
+    def relay(stream: IO[str]) -> None:
+        for line in stream:
+            if line.strip():
+                last_lines.append(line.strip())
+                logger.info("Encoder training: %s", line.rstrip())
+
+    with subprocess.Popen(
+        command, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as child:
+        assert child.stdout is not None
+        reader = threading.Thread(target=relay, args=(child.stdout,), name="encoder-training-output", daemon=True)
+        reader.start()
+        try:
+            returncode = child.wait(timeout=timeout or None)
+        except subprocess.TimeoutExpired as exc:
+            child.kill()
+            child.wait()
+            raise AdaptationFailed(
+                f"The encoder's training took longer than ENCODER_ADAPTATION_TIMEOUT_SECONDS ({timeout:g} s) and "
+                "was stopped; the current encoder stays.",
+                code="adaptation_timeout",
+            ) from exc
+        reader.join(timeout=5)
+    if returncode != 0:
+        raise AdaptationFailed(
+            f"The encoder's training failed (exit status {returncode}): "
+            f"{last_lines[-1] if last_lines else '(no output)'}; the current encoder stays.",
+            code="adaptation_training_failed",
+        )
+
+
 def encoder_adapt(
     *, repository_names: list[str] | None = None, options: EncoderAdaptationOptions | None = None
 ) -> AdaptedEncoder:
@@ -111,28 +151,7 @@ def encoder_adapt(
         pairs, out = Path(work) / "pairs.json", Path(work) / ADAPTED_MODEL_NAME
         pairs.write_text(json.dumps(records))
         command = _trainer_command(pairs=pairs, out=out, base_model=backend.model_path, options=options)
-        try:
-            finished = subprocess.run(
-                command,
-                cwd=settings.BASE_DIR,
-                capture_output=True,
-                text=True,
-                timeout=settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise AdaptationFailed(
-                f"The encoder's training took longer than ENCODER_ADAPTATION_TIMEOUT_SECONDS "
-                f"({settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS:g} s) and was stopped; the current encoder stays.",
-                code="adaptation_timeout",
-            ) from exc
-        if finished.returncode != 0:
-            last = (finished.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise AdaptationFailed(
-                f"The encoder's training failed (exit status {finished.returncode}): {last}; "
-                "the current encoder stays.",
-                code="adaptation_training_failed",
-            )
+        _train(command)
         summary = json.loads((out / "adaptation.json").read_text())
         sha = model_weights_sha256(out)
         target = models_dir / sha[:16] / ADAPTED_MODEL_NAME

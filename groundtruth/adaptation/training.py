@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import resource
@@ -258,6 +259,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_real(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m groundtruth.adaptation.training",
@@ -270,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=_positive, default=32, help="rows whose passages are in-batch negatives")
     parser.add_argument("--mini-batch-size", type=_positive, default=8, help="texts embedded with autograd at once")
     parser.add_argument("--epochs", type=_positive, default=1)
-    parser.add_argument("--learning-rate", type=float, default=2e-5)
+    parser.add_argument("--learning-rate", type=_positive_real, default=2e-5)
     parser.add_argument("--passage-tokens", type=_positive, default=128, help="tokens read per text in training")
     parser.add_argument("--threads", type=_positive, default=2)
     parser.add_argument("--base-model", type=Path, help="a sentence-transformers directory; default the packaged one")

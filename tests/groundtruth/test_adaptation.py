@@ -5,6 +5,7 @@ due. The training itself (a child process) is tested in test_adaptation_training
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 from datetime import timedelta
@@ -314,10 +315,7 @@ TOPICS = [
 ]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_an_encoder_fitted_on_a_corpus_is_recorded_and_the_index_switched_to_it(settings, tmp_path):
-    """The whole path with the real trainer in its child process, on a tiny budget."""
-    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+def _operations_corpus() -> Repository:
     repository = RepositoryFactory(name="acme/operations")
     sections = [
         Section(
@@ -330,11 +328,47 @@ def test_an_encoder_fitted_on_a_corpus_is_recorded_and_the_index_switched_to_it(
     ]
     chunks_index(repository, sections)
     Repository.objects.filter(pk=repository.pk).update(chunk_count=len(sections))
-    options = EncoderAdaptationOptions(
-        max_queries=16, min_training_queries=20, batch_size=8, mini_batch_size=4, passage_tokens=64
+    return repository
+
+
+TINY_BUDGET = EncoderAdaptationOptions(
+    max_queries=16, min_training_queries=20, batch_size=8, mini_batch_size=4, passage_tokens=64
+)
+
+
+@pytest.mark.django_db
+def test_a_training_that_fails_or_runs_too_long_says_why_and_leaves_no_row_or_file(settings, tmp_path):
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+    _operations_corpus()
+
+    with pytest.raises(InvalidInput) as failed:
+        encoder_adapt(options=dataclasses.replace(TINY_BUDGET, passage_tokens=0))
+    assert (failed.value.code, failed.value.detail) == (
+        "adaptation_training_failed",
+        "The encoder's training failed (exit status 2): python -m groundtruth.adaptation.training: error: "
+        "argument --passage-tokens: "
+        "0 is not a positive integer; the current encoder stays.",
     )
 
-    encoder = encoder_adapt(options=options)
+    settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS = 0.5
+    with pytest.raises(InvalidInput) as stopped:
+        encoder_adapt(options=TINY_BUDGET)
+    assert (stopped.value.code, stopped.value.detail) == (
+        "adaptation_timeout",
+        "The encoder's training took longer than ENCODER_ADAPTATION_TIMEOUT_SECONDS (0.5 s) and was stopped; "
+        "the current encoder stays.",
+    )
+    assert AdaptedEncoder.objects.count() == 0
+    assert list((tmp_path / "adapted").iterdir()) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_encoder_fitted_on_a_corpus_is_recorded_and_the_index_switched_to_it(settings, tmp_path):
+    """The whole path with the real trainer in its child process, on a tiny budget."""
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+    _operations_corpus()
+
+    encoder = encoder_adapt(options=TINY_BUDGET)
 
     assert (encoder.status, encoder.mined_query_count, encoder.query_count, encoder.held_out_query_count) == (
         AdaptationStatus.FITTED,
