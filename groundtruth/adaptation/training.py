@@ -183,7 +183,10 @@ def adapted_model_train(*, records: list[dict[str, Any]], out: Path, options: Tr
     served_length = model.max_seq_length
     model.max_seq_length = options.passage_tokens
     before = held_out_accuracy(model, records)
-    _say(f"base model: held-out mined accuracy {before[0]:.3f} (pairwise {before[1]:.3f})")
+    _say(
+        f"base model: held-out mined accuracy {before[0]:.3f} (pairwise {before[1]:.3f}),"
+        f" peak RSS {peak_rss_mb():.0f} MB"
+    )
 
     loss = CachedMultipleNegativesRankingLoss(model, mini_batch_size=options.mini_batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate)
