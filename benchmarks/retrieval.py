@@ -543,11 +543,15 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
     print(f"\nevery question asked in {time.monotonic() - started:.0f} s")
     if features_out is not None:
         features_write(shipped, features_out)
+    from groundtruth.search.fitted_parameters import rerank_fit_path
+
+    rerank_file = rerank_fit_path()
     print(
         f"shipped configuration: SEARCH_HEADING_WEIGHT={configured.heading_weight:g} "
         f"SEARCH_LEXICAL_WEIGHT={configured.lexical_weight:g} SEARCH_DENSE_WEIGHT={configured.dense_weight:g} "
         f"SEARCH_RRF_K={configured.rank_constant:g} SEARCH_RERANK_DEPTH={configured.rerank_depth} "
-        f"re-ranking (fitted/reranking.json) {_weights_text(configured.rerank_weights)}"
+        f"re-ranking ({rerank_file.relative_to(ROOT) if rerank_file.is_relative_to(ROOT) else rerank_file}) "
+        f"{_weights_text(configured.rerank_weights)}"
     )
 
     cross: Run | None = None

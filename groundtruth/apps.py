@@ -39,14 +39,16 @@ def _fits_check() -> None:
         rerank_fit_current,
     )
 
+    # Both vector spaces' fits: a switch to an adapted encoder must not meet a bad file later.
     for variable, read in (
         ("ASK_ABSTENTION_FIT_FILE", abstention_fit_current),
         ("SEARCH_RERANK_FIT_FILE", rerank_fit_current),
     ):
-        try:
-            read()
-        except FitInvalid as exc:
-            raise ImproperlyConfigured(f"{variable}: {exc}") from exc
+        for adapted in (False, True):
+            try:
+                read(adapted=adapted)
+            except FitInvalid as exc:
+                raise ImproperlyConfigured(f"{variable}: {exc}") from exc
 
 
 class GroundTruthConfig(AppConfig):

@@ -7,6 +7,8 @@ write this format.
 
 - `abstention.json`: the sources-missing model of /ask (abstention_model.py) and its threshold.
 - `reranking.json`: the weights of the re-ranking's evidence (reranking.py).
+- `adapted/`: the same two, fitted on an adapted encoder's evidence (docs/ground-truth-adaptation.md),
+  in use while an adapted encoder is active.
 
 A deployment that refits on its own documentation points ASK_ABSTENTION_FIT_FILE or
 SEARCH_RERANK_FIT_FILE at its own file (the environment names a file, never single numbers, so
@@ -31,6 +33,7 @@ from groundtruth.search.abstention_model import AbstentionModel, AbstentionModel
 from groundtruth.search.reranking import RERANK_FEATURES
 
 FITTED_DIR = Path(__file__).resolve().parent / "fitted"
+ADAPTED_FITTED_DIR = FITTED_DIR / "adapted"
 PROVENANCE_FIELDS = ("command", "date", "data")
 
 
@@ -130,14 +133,28 @@ def rerank_fit_read(path: Path) -> RerankFit:
     return RerankFit(weights=weights, provenance=document["fit"])
 
 
-def abstention_fit_path() -> Path:
-    return (
-        Path(settings.ASK_ABSTENTION_FIT_FILE) if settings.ASK_ABSTENTION_FIT_FILE else FITTED_DIR / "abstention.json"
-    )
+def shipped_fits_dir(*, adapted: bool | None = None) -> Path:
+    """The shipped fits for the index's vector space: `fitted/adapted/` while an adapted encoder
+    is active (its evidence has other scales: the packaged model's fits applied to it refuse
+    more answerable questions, docs/ground-truth-adaptation.md), else `fitted/`. `adapted`: ask
+    for one of them; None: the one the active encoder calls for."""
+    if adapted is None:
+        from groundtruth.adaptation.active import active_encoder_directory
+
+        adapted = active_encoder_directory() is not None
+    return ADAPTED_FITTED_DIR if adapted else FITTED_DIR
 
 
-def rerank_fit_path() -> Path:
-    return Path(settings.SEARCH_RERANK_FIT_FILE) if settings.SEARCH_RERANK_FIT_FILE else FITTED_DIR / "reranking.json"
+def abstention_fit_path(*, adapted: bool | None = None) -> Path:
+    if settings.ASK_ABSTENTION_FIT_FILE:
+        return Path(settings.ASK_ABSTENTION_FIT_FILE)
+    return shipped_fits_dir(adapted=adapted) / "abstention.json"
+
+
+def rerank_fit_path(*, adapted: bool | None = None) -> Path:
+    if settings.SEARCH_RERANK_FIT_FILE:
+        return Path(settings.SEARCH_RERANK_FIT_FILE)
+    return shipped_fits_dir(adapted=adapted) / "reranking.json"
 
 
 # Cached by path: a file is read once per process; pointing the setting elsewhere (a test's own
@@ -146,11 +163,13 @@ _abstention_fit_cached = functools.cache(abstention_fit_read)
 _rerank_fit_cached = functools.cache(rerank_fit_read)
 
 
-def abstention_fit_current() -> AbstentionFit:
-    """The fit /ask uses: ASK_ABSTENTION_FIT_FILE, else the shipped fitted/abstention.json."""
-    return _abstention_fit_cached(abstention_fit_path())
+def abstention_fit_current(*, adapted: bool | None = None) -> AbstentionFit:
+    """The fit /ask uses: ASK_ABSTENTION_FIT_FILE, else the shipped abstention.json of the index's
+    vector space (`shipped_fits_dir`)."""
+    return _abstention_fit_cached(abstention_fit_path(adapted=adapted))
 
 
-def rerank_fit_current() -> RerankFit:
-    """The fit search uses: SEARCH_RERANK_FIT_FILE, else the shipped fitted/reranking.json."""
-    return _rerank_fit_cached(rerank_fit_path())
+def rerank_fit_current(*, adapted: bool | None = None) -> RerankFit:
+    """The fit search uses: SEARCH_RERANK_FIT_FILE, else the shipped reranking.json of the index's
+    vector space (`shipped_fits_dir`)."""
+    return _rerank_fit_cached(rerank_fit_path(adapted=adapted))

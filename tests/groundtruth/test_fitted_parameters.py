@@ -116,3 +116,48 @@ def test_a_rerank_fit_takes_only_known_evidence_of_at_least_zero(tmp_path):
         f"{path}: `weights` takes dense, question_title, lexical, coverage, each a number of at least 0, "
         "got {'dense': 1.0, 'lexical': -0.1}"
     )
+
+
+@pytest.mark.django_db
+def test_while_an_adapted_encoder_is_active_search_and_ask_use_the_fits_of_its_evidence(settings):
+    from groundtruth.adaptation.active import active_encoder_forget
+    from groundtruth.ingest.index_text import INDEX_VERSION
+    from groundtruth.models import AdaptationStatus, AdaptedEncoder
+
+    settings.ASK_ABSTENTION_FIT_FILE = ""
+    settings.SEARCH_RERANK_FIT_FILE = ""
+    AdaptedEncoder.objects.create(
+        status=AdaptationStatus.ACTIVE,
+        index_version=INDEX_VERSION,
+        base_model="all-MiniLM-L6-v2",
+        model_name="minilm-adapted@ae88c37f4516",
+        directory="/models/adapted/ae88c37f451645ba/minilm-adapted",
+        query_count=1536,
+        held_out_accuracy_before=0.582,
+        held_out_accuracy=0.652,
+    )
+    active_encoder_forget()
+    try:
+        abstention = abstention_fit_current()
+        rerank = rerank_fit_current()
+    finally:
+        active_encoder_forget()
+
+    assert rerank.weights == {"dense": 1.0, "question_title": 0.7287, "lexical": 0.0738, "coverage": 0.207}
+    assert abstention.model == abstention_model_parse(
+        {
+            "intercept": -12.3907,
+            "heading_similarity": 6.6087,
+            "peak": 11.3978,
+            "coverage": 1.5388,
+            "agreement": 1.883,
+            "named_known": 5.0759,
+            "names_together": 2.7,
+        }
+    )
+    assert abstention.threshold == 0.248
+    assert "minilm-adapted@ae88c37f4516" in abstention.provenance["data"]
+    # Once no encoder is active (retired), the packaged model's fits are in use again.
+    AdaptedEncoder.objects.update(status=AdaptationStatus.RETIRED)
+    active_encoder_forget()
+    assert rerank_fit_current().weights == {"dense": 1.0, "question_title": 0.29, "lexical": 0.067, "coverage": 0.21}
