@@ -26,6 +26,7 @@ from django.conf import settings
 
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.adaptation.pairs import adaptation_pairs_collect
+from groundtruth.adaptation.training import TrainingOptions
 from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend, local_embedding_backend
 from groundtruth.inference.exported_model import model_weights_sha256
 from groundtruth.ingest.index_text import INDEX_VERSION
@@ -42,18 +43,19 @@ TRAINER_BAD_INPUT = 2
 
 @dataclass(frozen=True)
 class EncoderAdaptationOptions:
-    # At most this many mined queries are trained on (a seeded sample of every repository's): the
-    # fit's time grows with them, not with the corpus (docs/ground-truth-adaptation.md).
-    max_queries: int = 1536
+    # The training's own defaults are the trainer's (training.TrainingOptions: one definition).
+    # At most max_queries mined queries are trained on (a seeded sample of every repository's):
+    # the fit's time grows with them, not with the corpus (docs/ground-truth-adaptation.md).
+    max_queries: int = TrainingOptions.max_queries
     # A smaller corpus teaches the model its few titles and little else: the current encoder stays.
     min_training_queries: int = 200
-    seed: int = 0
-    epochs: int = 1
-    batch_size: int = 32
-    mini_batch_size: int = 8
-    passage_tokens: int = 128
+    seed: int = TrainingOptions.seed
+    epochs: int = TrainingOptions.epochs
+    batch_size: int = TrainingOptions.batch_size
+    mini_batch_size: int = TrainingOptions.mini_batch_size
+    passage_tokens: int = TrainingOptions.passage_tokens
     negatives: int = 3
-    learning_rate: float = 2e-5
+    learning_rate: float = TrainingOptions.learning_rate
 
 
 class AdaptationFailed(InvalidInput):
