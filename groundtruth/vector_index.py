@@ -84,16 +84,21 @@ def vector_index_ensure(*, model_name: str, dimension: int) -> list[str]:
     return names
 
 
-def vector_indexes_drop_other(*, keep: list[str]) -> list[str]:
-    """Drops the HNSW indexes of other models (after a re-embed left them empty)."""
+def vector_index_names() -> list[str]:
+    """The HNSW indexes over chunk vectors that exist, of every model, by name."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'groundtruth_chunk' "
             "AND (indexname LIKE 'chunk\\_embedding\\_hnsw\\_%%' OR indexname LIKE 'chunk\\_heading\\_hnsw\\_%%') "
-            "AND NOT indexname = ANY(%s)",
-            [keep],
+            "ORDER BY indexname"
         )
-        names = [row[0] for row in cursor.fetchall()]
+        return [row[0] for row in cursor.fetchall()]
+
+
+def vector_indexes_drop_other(*, keep: list[str]) -> list[str]:
+    """Drops the HNSW indexes of other models (after a re-embed left them empty)."""
+    names = [name for name in vector_index_names() if name not in keep]
+    with connection.cursor() as cursor:
         for name in names:
             cursor.execute(f'DROP INDEX IF EXISTS "{name}"')
     return names

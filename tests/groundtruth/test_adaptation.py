@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
 from safetensors.numpy import load_file, save_file
 
 from agentplatform.plumbing.errors import InvalidInput
@@ -41,7 +40,7 @@ from groundtruth.models import (
 )
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.tasks import encoder_adapt_task, ingest_repo
-from groundtruth.vector_index import stored_vectors, vector_index_name
+from groundtruth.vector_index import stored_vectors, vector_index_name, vector_index_names
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import Section, chunks_index
 from tests.groundtruth.test_judge import EXPORT, EXPORT_TITLE, HELPDESK, REQUIREMENTS, RESET, RESET_TITLE, UPGRADE
@@ -66,15 +65,6 @@ def other_model_dir(tmp_path_factory) -> Path:
     tensors[name] = tensors[name] + noise
     save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
     return directory
-
-
-def _vector_indexes() -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'groundtruth_chunk' AND indexname LIKE '%%hnsw%%'"
-            " ORDER BY indexname"
-        )
-        return [row[0] for row in cursor.fetchall()]
 
 
 def _encoder(directory: Path, **fields) -> AdaptedEncoder:
@@ -162,7 +152,7 @@ def test_the_switch_moves_every_chunk_and_the_query_model_to_the_adapted_space_t
     assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 5)]
     assert embedding_backend().model_name == encoder.model_name
     # The new space's HNSW indexes, and no other space's.
-    assert _vector_indexes() == sorted(
+    assert vector_index_names() == sorted(
         vector_index_name(model_name=encoder.model_name, dimension=384, column=column)
         for column in ("embedding", "heading_embedding")
     )
