@@ -9,7 +9,9 @@
    encoder once it holds it), the chunks written since staging embedded, every chunk's vectors
    replaced by its staged ones, the new space's HNSW indexes built, and the encoder marked
    ACTIVE (the previous one RETIRED). Readers see the old index or the new one, never a mix.
-   Processes pick the new query model up within ENCODER_ACTIVE_CHECK_SECONDS.
+   Processes pick the new query model up within ENCODER_ACTIVE_CHECK_SECONDS. After it, the
+   model files and this host's ONNX exports of the encoders retired before the previous one are
+   removed.
 
 A failure marks the encoder FAILED with its error; the active encoder and the index stay.
 """
@@ -25,7 +27,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from groundtruth.adaptation.active import active_encoder_forget
-from groundtruth.embeddings import local_embedding_backend
+from groundtruth.embeddings import local_embedding_backend, model_exports_dir, packaged_model_path
+from groundtruth.inference.exported_model import ExportFailed, export_directory
 from groundtruth.ingest.index_lock import repository_index_lock
 from groundtruth.models import AdaptationStatus, AdaptedEncoder, Chunk, Repository, StagedVector
 from groundtruth.services import chunk_vectors_embed
@@ -145,14 +148,34 @@ def encoder_switch(*, encoder: AdaptedEncoder) -> int:
 
 
 def _retired_models_remove() -> None:
-    """The model files of retired encoders, but the most recently retired (a switch back needs it)."""
+    """The model files of retired encoders, but the most recently retired (a switch back needs it),
+    and this host's ONNX exports of them (another host's stay: each exports into its own VAR_DIR).
+    The packaged model's files and export are never removed, nor those of an encoder not retired."""
     retired = list(AdaptedEncoder.objects.filter(status=AdaptationStatus.RETIRED).order_by("-status_changed_at"))
-    in_use = set(
-        AdaptedEncoder.objects.exclude(status=AdaptationStatus.RETIRED).values_list("directory", flat=True)
-    ) | {retired[0].directory if retired else ""}
-    for encoder in retired[1:]:
-        if encoder.directory not in in_use:
-            shutil.rmtree(Path(encoder.directory).parent, ignore_errors=True)
+    not_retired = AdaptedEncoder.objects.exclude(status=AdaptationStatus.RETIRED).values_list("directory", flat=True)
+    kept = {*not_retired, *(encoder.directory for encoder in retired[:1]), str(packaged_model_path())}
+    removed = list(dict.fromkeys(encoder.directory for encoder in retired[1:] if encoder.directory not in kept))
+    if not removed:
+        return
+    # An export is named by its model directory's name and weights: a kept model with the same
+    # weights (fitted again into another ENCODER_ADAPTATION_DIR) uses the same one, which stays.
+    kept_exports = {_export_of(Path(directory)) for directory in kept}
+    for directory in removed:
+        # Derived before the model files go: the name needs the weights' sha256.
+        export = _export_of(Path(directory))
+        if export is not None and export not in kept_exports and export.is_dir():
+            shutil.rmtree(export, ignore_errors=True)
+            logger.info("Removed the ONNX export %s of the retired encoder in %s", export, directory)
+        shutil.rmtree(Path(directory).parent, ignore_errors=True)
+
+
+def _export_of(model_dir: Path) -> Path | None:
+    """This host's ONNX export directory of the model in `model_dir` (exported or not), or None
+    when its weights are gone (removed by an earlier switch, or never on this host)."""
+    try:
+        return export_directory(model_dir=model_dir, cache_dir=model_exports_dir())
+    except ExportFailed:
+        return None
 
 
 def encoder_activate(*, encoder: AdaptedEncoder, progress: Callable[[int, int], None] | None = None) -> int:

@@ -6,6 +6,7 @@ due. The training itself (a child process) is tested in test_adaptation_training
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import shutil
 from datetime import timedelta
@@ -25,8 +26,10 @@ from groundtruth.embeddings import (
     EmbeddingError,
     embedding_backend,
     local_embedding_backend,
+    model_exports_dir,
     packaged_model_path,
 )
+from groundtruth.inference.exported_model import _exporter_id, export_directory
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, passage_text
 from groundtruth.models import (
@@ -219,6 +222,79 @@ def test_a_switch_to_a_model_that_fails_marks_the_encoder_failed_and_leaves_the_
         call_command("encoder_adapt", "--activate", str(encoder.pk))
     with pytest.raises(CommandError, match=r"^No adapted encoder #999999\.$"):
         call_command("encoder_adapt", "--activate", "999999")
+
+
+def _fitted_model(adapted_dir: Path, weights: bytes) -> Path:
+    """A model directory where a fit keeps it (<weights sha256[:16]>/minilm-adapted): the packaged
+    model's configuration and tokenizer with `weights`. A switch with no chunk to embed reads its
+    dimension from the files and never loads it."""
+    directory = adapted_dir / hashlib.sha256(weights).hexdigest()[:16] / "minilm-adapted"
+    directory.mkdir(parents=True)
+    for path in packaged_model_path().iterdir():
+        if path.name != "model.safetensors":
+            (directory / path.name).symlink_to(path)
+    (directory / "model.safetensors").write_bytes(weights)
+    return directory
+
+
+def _exported(model_dir: Path) -> str:
+    """An ONNX export of `model_dir` where the service makes and looks for it; its files do not
+    matter to its removal (a real export takes 12 s of both cores: test_inference.py tests it)."""
+    directory = export_directory(model_dir=model_dir, cache_dir=model_exports_dir())
+    directory.mkdir(parents=True)
+    for name in ("model.onnx", "weights.bin", "manifest.json"):
+        (directory / name).write_text(name)
+    return directory.name
+
+
+@pytest.mark.django_db(transaction=True)  # the switch creates and drops HNSW indexes: real commits
+def test_a_switch_removes_the_files_and_exports_of_encoders_retired_before_the_previous_one(settings, tmp_path):
+    settings.VAR_DIR = tmp_path / "var"
+    adapted_dir = tmp_path / "adapted"
+    first, second, third, fifth = (_fitted_model(adapted_dir, f"weights {n}".encode()) for n in (1, 2, 3, 5))
+    # The third's weights fitted again while ENCODER_ADAPTATION_DIR was elsewhere: one export for both.
+    again = _fitted_model(tmp_path / "adapted-before", b"weights 3")
+    packaged_export = _exported(packaged_model_path())
+    first_export, second_export, third_export = (_exported(model) for model in (first, second, third))
+    assert first_export == f"minilm-adapted-{hashlib.sha256(b'weights 1').hexdigest()[:16]}-{_exporter_id()}"
+    encoders = [_encoder(model) for model in (first, second, again, third, fifth)]
+
+    def switched_to(encoder: AdaptedEncoder) -> tuple[list[str], list[str], list[str]]:
+        assert encoder_switch(encoder=encoder) == 0  # no chunks: nothing embedded, no model loaded
+        return (
+            sorted(path.name for path in model_exports_dir().iterdir()),
+            sorted(path.name for path in adapted_dir.iterdir()),
+            sorted(path.name for path in (tmp_path / "adapted-before").iterdir()),
+        )
+
+    every_export = sorted([packaged_export, first_export, second_export, third_export])
+    every_model = sorted(model.parent.name for model in (first, second, third, fifth))
+    assert switched_to(encoders[0]) == (every_export, every_model, [again.parent.name])
+    # The first is the most recently retired: a switch back needs it.
+    assert switched_to(encoders[1]) == (every_export, every_model, [again.parent.name])
+    assert switched_to(encoders[2]) == (
+        sorted([packaged_export, second_export, third_export]),
+        sorted(model.parent.name for model in (second, third, fifth)),
+        [again.parent.name],
+    )
+    assert switched_to(encoders[3]) == (
+        sorted([packaged_export, third_export]),
+        sorted(model.parent.name for model in (third, fifth)),
+        [again.parent.name],
+    )
+    # `again` goes, but its export is the previous encoder's too (the same name and weights): it stays.
+    assert switched_to(encoders[4]) == (
+        sorted([packaged_export, third_export]),
+        sorted(model.parent.name for model in (third, fifth)),
+        [],
+    )
+    assert [encoder.status for encoder in AdaptedEncoder.objects.order_by("pk")] == [
+        AdaptationStatus.RETIRED,
+        AdaptationStatus.RETIRED,
+        AdaptationStatus.RETIRED,
+        AdaptationStatus.RETIRED,
+        AdaptationStatus.ACTIVE,
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
