@@ -35,6 +35,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 from agentplatform.plumbing.errors import ApplicationError
+from groundtruth.adaptation.adaptation_lock import AdaptationRunning, encoder_adaptation_lock
 from groundtruth.adaptation.fitting import encoder_adapt, encoder_adaptation_due
 from groundtruth.adaptation.switching import SwitchFailed, encoder_activate
 from groundtruth.embeddings import EmbeddingError, EmbeddingUnavailable
@@ -129,35 +130,27 @@ def judge_fit_task() -> int | None:
         cache.delete(JUDGE_FIT_LOCK)
 
 
-ENCODER_ADAPT_LOCK = "groundtruth:encoder-adapt"
-# Longer than the training's own limit plus staging a large index (100,000 chunks: about 2 h on
-# two busy cores); a worker killed mid-way frees the lock after it.
-ENCODER_ADAPT_LOCK_EXTRA_SECONDS = 6 * 3600
-
-
 @shared_task(name="groundtruth.tasks.encoder_adapt_task")
 def encoder_adapt_task() -> int | None:
     """Fits an adapted encoder and switches the index to it; returns its id, or None (another
     adaptation runs, none is due any more, or it failed: logged, the active encoder stays)."""
-    timeout = int(settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS) + ENCODER_ADAPT_LOCK_EXTRA_SECONDS
-    if not cache.add(ENCODER_ADAPT_LOCK, "1", timeout=timeout):
-        logger.info("An adapted encoder is being fitted already")
-        return None
     try:
-        if not encoder_adaptation_due():
-            return None
-        # A staging cut short (its worker died) is resumed rather than fitted again.
-        encoder = AdaptedEncoder.objects.filter(status=AdaptationStatus.STAGING).first() or encoder_adapt()
-        encoder_activate(encoder=encoder)
-        return encoder.pk
+        with encoder_adaptation_lock():
+            if not encoder_adaptation_due():
+                return None
+            # A staging cut short (its worker died) is resumed rather than fitted again.
+            encoder = AdaptedEncoder.objects.filter(status=AdaptationStatus.STAGING).first() or encoder_adapt()
+            encoder_activate(encoder=encoder)
+            return encoder.pk
+    except AdaptationRunning as exc:  # before ApplicationError: not a failure, the other one goes on
+        logger.info("Encoder not adapted: %s", exc.detail)
+        return None
     except ApplicationError as exc:
         logger.warning("Encoder not adapted: %s", exc.detail)
         return None
     except (SwitchFailed, EmbeddingError) as exc:
         logger.warning("Adapted encoder not switched to: %s", exc)
         return None
-    finally:
-        cache.delete(ENCODER_ADAPT_LOCK)
 
 
 @shared_task(name="groundtruth.tasks.ingest_all")

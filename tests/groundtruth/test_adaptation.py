@@ -1,7 +1,8 @@
 """The adapted encoder's mechanisms on hand-made corpora: its training pairs, the refusal of a
 corpus too small, the staging and the one-transaction switch of the index and the query model,
-an ingest after a switch, a failed switch that leaves everything as it was, and when a refit is
-due. The training itself (a child process) is tested in test_adaptation_training.py."""
+the removal of retired encoders' files and exports, an ingest after a switch, a failed switch
+that leaves everything as it was, one adaptation at a time, and when a refit is due. The training
+itself (a child process) is tested in test_adaptation_training.py."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from safetensors.numpy import load_file, save_file
 
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.adaptation.active import active_encoder_forget
+from groundtruth.adaptation.adaptation_lock import ENCODER_ADAPT_LOCK, encoder_adaptation_lock
 from groundtruth.adaptation.fitting import EncoderAdaptationOptions, encoder_adapt, encoder_adaptation_due
 from groundtruth.adaptation.pairs import adaptation_pairs_collect
 from groundtruth.adaptation.switching import encoder_activate, encoder_stage, encoder_switch
@@ -484,6 +487,47 @@ def test_the_adaptation_task_on_a_tiny_corpus_logs_why_and_changes_nothing(setti
     settings.ENCODER_ADAPTATION_ENABLED = False
     assert encoder_adapt_task() is None  # not due: nothing mined, nothing logged
     assert len([record for record in caplog.records if record.name == "groundtruth.tasks"]) == 1
+
+
+@pytest.mark.django_db
+def test_an_adaptation_while_another_holds_the_lock_is_refused_at_once_and_changes_nothing(
+    settings, tmp_path, other_model_dir, caplog
+):
+    settings.ENCODER_ADAPTATION_ENABLED = True
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+    encoder = _encoder(other_model_dir)
+    refused = "Another adaptation of the encoder (a fit, a staging or a switch) is running; nothing was changed."
+
+    def state() -> tuple:
+        return (
+            list(AdaptedEncoder.objects.values_list("pk", "status", "staged_count", "error")),
+            StagedVector.objects.count(),
+            [(item.model_name, item.chunks) for item in stored_vectors()],
+            cache.get(ENCODER_ADAPT_LOCK),
+        )
+
+    with encoder_adaptation_lock():  # as a task or a command in another process: the same cache key
+        before = state()
+        for arguments in ([], ["--no-switch"], ["--activate", str(encoder.pk)]):
+            with pytest.raises(CommandError) as refusal:
+                call_command("encoder_adapt", *arguments)
+            assert (str(refusal.value), refusal.value.returncode) == (refused, 1)
+        with caplog.at_level(logging.INFO, logger="groundtruth.tasks"):
+            assert encoder_adapt_task() is None
+        # Nothing changed, the lock included: a refused command does not release the holder's lock.
+        assert state() == before
+
+    assert before == ([(encoder.pk, AdaptationStatus.FITTED, 0, "")], 0, [("all-MiniLM-L6-v2", 5)], "1")
+    assert not (tmp_path / "adapted").exists()
+    assert caplog.record_tuples == [("groundtruth.tasks", logging.INFO, f"Encoder not adapted: {refused}")]
+    # Released by its holder; a command takes it and releases it however it ends.
+    assert cache.get(ENCODER_ADAPT_LOCK) is None
+    with pytest.raises(CommandError, match=r"^No adapted encoder #999999\.$"):
+        call_command("encoder_adapt", "--activate", "999999")
+    assert cache.get(ENCODER_ADAPT_LOCK) is None
 
 
 @pytest.mark.django_db

@@ -13,7 +13,9 @@ resident memory and the held-out mined accuracy before and after.
     manage.py encoder_adapt --activate 7    # stage and switch to encoder 7 (resumes a staging)
 
 A corpus too small to train on, a failed or over-long training or a failed switch leaves the
-active encoder and the index as they were (exit status 1, and why).
+active encoder and the index as they were (exit status 1, and why). One adaptation runs at a
+time: while `encoder_adapt_task` or another `encoder_adapt` holds the lock
+(`groundtruth/adaptation/adaptation_lock.py`), the command changes nothing and exits with status 1.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.plumbing.errors import InvalidInput
+from groundtruth.adaptation.adaptation_lock import AdaptationRunning, encoder_adaptation_lock
 from groundtruth.adaptation.fitting import EncoderAdaptationOptions, encoder_adapt
 from groundtruth.adaptation.switching import SwitchFailed, encoder_activate
 from groundtruth.embeddings import EmbeddingError
@@ -47,6 +50,13 @@ class Command(BaseCommand):
         parser.add_argument("--activate", type=int, metavar="ID", help="stage and switch to this fitted encoder")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            with encoder_adaptation_lock():
+                self._adapt(options)
+        except AdaptationRunning as exc:
+            raise CommandError(exc.detail) from exc
+
+    def _adapt(self, options: dict[str, Any]) -> None:
         if options["activate"] is not None:
             encoder = AdaptedEncoder.objects.filter(pk=options["activate"]).first()
             if encoder is None:

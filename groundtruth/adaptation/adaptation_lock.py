@@ -1,0 +1,47 @@
+"""One adaptation at a time: `encoder_adapt_task` and `manage.py encoder_adapt` (a fit, a
+staging, a switch) both hold this lock for all they do. Staged vectors are one row per chunk, so
+two stagings overwrite each other's, and a switch deletes every staged vector when it is done:
+two adaptations at once would re-embed what the other overwrote inside the switch's transaction
+(every repository's index lock held, ingests waiting) and leave the index on whichever switched
+last.
+
+The lock is a key in the default cache (Redis: every process and host using it sees the key),
+added only when it is absent, with an expiry: a process killed while it holds the lock frees it
+after that time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.core.cache import cache
+
+from agentplatform.plumbing.errors import Conflict
+
+ENCODER_ADAPT_LOCK = "groundtruth:encoder-adapt"
+# Longer than the training's own limit plus staging a large index (100,000 chunks: about 2 h on
+# two busy cores); a process killed mid-way frees the lock after it.
+ENCODER_ADAPT_LOCK_EXTRA_SECONDS = 6 * 3600
+
+
+class AdaptationRunning(Conflict):
+    """Another adaptation holds the lock; nothing was done."""
+
+    code = "adaptation_running"
+
+
+@contextlib.contextmanager
+def encoder_adaptation_lock() -> Iterator[None]:
+    """Holds the adaptation lock for the `with` block; raises AdaptationRunning at once (nothing
+    waits, nothing is changed) when another adaptation holds it."""
+    timeout = int(settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS) + ENCODER_ADAPT_LOCK_EXTRA_SECONDS
+    if not cache.add(ENCODER_ADAPT_LOCK, "1", timeout=timeout):
+        raise AdaptationRunning(
+            "Another adaptation of the encoder (a fit, a staging or a switch) is running; nothing was changed."
+        )
+    try:
+        yield
+    finally:
+        cache.delete(ENCODER_ADAPT_LOCK)
