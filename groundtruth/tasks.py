@@ -36,6 +36,7 @@ from django.db import transaction
 
 from agentplatform.plumbing.errors import ApplicationError
 from groundtruth.adaptation.adaptation_lock import AdaptationRunning, encoder_adaptation_lock
+from groundtruth.adaptation.backoff import adaptation_failure_forget, adaptation_failure_record
 from groundtruth.adaptation.fitting import encoder_adapt, encoder_adaptation_due
 from groundtruth.adaptation.switching import SwitchFailed, encoder_activate
 from groundtruth.embeddings import EmbeddingError, EmbeddingUnavailable
@@ -141,15 +142,18 @@ def encoder_adapt_task() -> int | None:
             # A staging cut short (its worker died) is resumed rather than fitted again.
             encoder = AdaptedEncoder.objects.filter(status=AdaptationStatus.STAGING).first() or encoder_adapt()
             encoder_activate(encoder=encoder)
+            adaptation_failure_forget()
             return encoder.pk
     except AdaptationRunning as exc:  # before ApplicationError: not a failure, the other one goes on
         logger.info("Encoder not adapted: %s", exc.detail)
         return None
     except ApplicationError as exc:
         logger.warning("Encoder not adapted: %s", exc.detail)
+        adaptation_failure_record(reason=exc.code)
         return None
     except (SwitchFailed, EmbeddingError) as exc:
         logger.warning("Adapted encoder not switched to: %s", exc)
+        adaptation_failure_record(reason=type(exc).__name__)
         return None
 
 

@@ -43,6 +43,9 @@ ENCODER_ADAPTATION_DIR = env.str("ENCODER_ADAPTATION_DIR", default="")
 ENCODER_ADAPTATION_MAX_QUERIES = env_positive_int("ENCODER_ADAPTATION_MAX_QUERIES", 1536)
 ENCODER_ADAPTATION_TIMEOUT_SECONDS = env_non_negative("ENCODER_ADAPTATION_TIMEOUT_SECONDS", 3600.0)
 ENCODER_ADAPTATION_REFIT_CHANGED_SHARE = env_non_negative("ENCODER_ADAPTATION_REFIT_CHANGED_SHARE", 0.25)
+# After an automatic adaptation failed (a corpus too small, a training over time, a failed
+# switch), the next is due only once the corpus changed by the share above, or after this long.
+ENCODER_ADAPTATION_RETRY_SECONDS = env_non_negative("ENCODER_ADAPTATION_RETRY_SECONDS", 7 * 24 * 3600.0)
 # How often a process re-reads which encoder is active (one small query): after a switch, a
 # process still on the previous model answers lexically for at most this long.
 ENCODER_ACTIVE_CHECK_SECONDS = env_non_negative("ENCODER_ACTIVE_CHECK_SECONDS", 10.0)

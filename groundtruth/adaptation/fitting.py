@@ -25,6 +25,7 @@ from typing import IO
 from django.conf import settings
 
 from agentplatform.plumbing.errors import InvalidInput
+from groundtruth.adaptation.backoff import adaptation_held_back
 from groundtruth.adaptation.pairs import adaptation_pairs_collect
 from groundtruth.adaptation.training import TrainingOptions
 from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend, local_embedding_backend
@@ -191,11 +192,14 @@ def encoder_adapt(
 def encoder_adaptation_due() -> bool:
     """Whether an adaptation is due: adaptation is on, and a staging was cut short, or none was
     fitted on this index version yet, or the chunks added, updated and removed since
-    the newest fit reach ENCODER_ADAPTATION_REFIT_CHANGED_SHARE of the chunks it was fitted on."""
+    the newest fit reach ENCODER_ADAPTATION_REFIT_CHANGED_SHARE of the chunks it was fitted on;
+    and no recent failure holds it back (backoff.py)."""
     if not settings.ENCODER_ADAPTATION_ENABLED or settings.EMBEDDING_BACKEND != "local" or settings.EMBEDDING_MODEL:
         return False
     if AdaptedEncoder.objects.filter(status=AdaptationStatus.STAGING).exists():
         return True  # cut short (or running: the task's lock keeps it to one): resumed
+    if adaptation_held_back():
+        return False
     newest = AdaptedEncoder.objects.exclude(status=AdaptationStatus.FAILED).order_by("-fitted_at", "-id").first()
     if newest is None or newest.index_version != INDEX_VERSION:
         return Repository.objects.filter(enabled=True, chunk_count__gt=0).exists()

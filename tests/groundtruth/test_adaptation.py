@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import logging
 import shutil
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,11 +18,13 @@ import numpy as np
 import pytest
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from safetensors.numpy import load_file, save_file
 
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.adaptation.active import active_encoder_forget
 from groundtruth.adaptation.adaptation_lock import ENCODER_ADAPT_LOCK, encoder_adaptation_lock
+from groundtruth.adaptation.backoff import ADAPTATION_FAILED_KEY
 from groundtruth.adaptation.fitting import EncoderAdaptationOptions, encoder_adapt, encoder_adaptation_due
 from groundtruth.adaptation.pairs import adaptation_pairs_collect
 from groundtruth.adaptation.switching import encoder_activate, encoder_stage, encoder_switch
@@ -487,6 +490,47 @@ def test_the_adaptation_task_on_a_tiny_corpus_logs_why_and_changes_nothing(setti
     settings.ENCODER_ADAPTATION_ENABLED = False
     assert encoder_adapt_task() is None  # not due: nothing mined, nothing logged
     assert len([record for record in caplog.records if record.name == "groundtruth.tasks"]) == 1
+
+
+@pytest.mark.django_db
+def test_a_failed_adaptation_is_not_tried_again_until_the_corpus_changes_or_the_backoff_expires(
+    settings, tmp_path, caplog
+):
+    settings.ENCODER_ADAPTATION_ENABLED = True
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+    assert encoder_adaptation_due() is True
+
+    assert encoder_adapt_task() is None  # refused: too small
+
+    failure = cache.get(ADAPTATION_FAILED_KEY)
+    assert (failure["index_version"], failure["chunks"], failure["reason"]) == (
+        INDEX_VERSION,
+        5,
+        "adaptation_corpus_too_small",
+    )
+    assert encoder_adaptation_due() is False  # not on every ingest
+    assert encoder_adapt_task() is None
+    assert len([record for record in caplog.records if record.name == "groundtruth.tasks"]) == 1
+
+    def finished_run(changed: int) -> None:
+        IngestRun.objects.create(
+            repository=repository, status=IngestStatus.SUCCEEDED, finished_at=timezone.now(), chunks_added=changed
+        )
+
+    finished_run(1)
+    assert encoder_adaptation_due() is False  # 1 of 5 chunks changed: under a quarter
+    finished_run(1)
+    assert encoder_adaptation_due() is True  # 2 of 5
+
+    settings.ENCODER_ADAPTATION_RETRY_SECONDS = 1
+    assert encoder_adapt_task() is None  # refused again, recorded again, now for one second
+    assert encoder_adaptation_due() is False
+    time.sleep(1.5)
+    assert cache.get(ADAPTATION_FAILED_KEY) is None
+    assert encoder_adaptation_due() is True
 
 
 @pytest.mark.django_db
