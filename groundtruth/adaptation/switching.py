@@ -31,7 +31,7 @@ from groundtruth.adaptation.model_files import encoder_model_directory, encoder_
 from groundtruth.embeddings import local_embedding_backend, model_exports_dir, packaged_model_path
 from groundtruth.inference.exported_model import ExportFailed, export_directory
 from groundtruth.ingest.index_lock import repository_index_lock
-from groundtruth.models import AdaptationStatus, AdaptedEncoder, Chunk, Repository, StagedVector
+from groundtruth.models import AdaptationStatus, AdaptedEncoder, AdaptedEncoderFile, Chunk, Repository, StagedVector
 from groundtruth.services import chunk_vectors_embed
 from groundtruth.vector_index import vector_index_ensure, vector_indexes_drop_other
 
@@ -151,16 +151,19 @@ def encoder_switch(*, encoder: AdaptedEncoder) -> int:
 
 def _retired_models_remove() -> None:
     """The model files of retired encoders, but the most recently retired (a switch back needs it),
-    on this host, and this host's ONNX exports of them (another host's copies and exports stay:
-    each keeps them in its own VAR_DIR). The packaged model's files and export are never removed,
-    nor those of an encoder not retired."""
+    on this host and in the database, and this host's ONNX exports of them (another host's copies
+    and exports stay: each keeps them in its own VAR_DIR). The packaged model's files and export
+    are never removed, nor those of an encoder not retired."""
     retired = list(AdaptedEncoder.objects.filter(status=AdaptationStatus.RETIRED).order_by("-status_changed_at"))
     not_retired = list(AdaptedEncoder.objects.exclude(status=AdaptationStatus.RETIRED).only("pk", "directory"))
     # Compared as this host's directories (model_files.py): two encoders of the same weights
     # fitted into the same directory share it.
     kept = {*(encoder_model_directory(encoder) for encoder in [*not_retired, *retired[:1]]), packaged_model_path()}
     removed_encoders = [encoder for encoder in retired[1:] if encoder_model_directory(encoder) not in kept]
+    # Resolved before the stored files go: an encoder without them is read where it was fitted.
     removed = list(dict.fromkeys(encoder_model_directory(encoder) for encoder in removed_encoders))
+    # The rows before the files: once they are gone no host restores the files again.
+    AdaptedEncoderFile.objects.filter(encoder__in=removed_encoders).delete()
     if not removed:
         return
     # An export is named by its model directory's name and weights: a kept model with the same

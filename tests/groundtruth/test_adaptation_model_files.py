@@ -1,7 +1,8 @@
 """An adapted encoder's model files in PostgreSQL (groundtruth/adaptation/model_files.py): a
 second host (another ENCODER_ADAPTATION_DIR) restores them byte for byte and embeds as the fitting
 host does; damaged stored files leave no directory, keep search lexical and show in /health; two
-restores at once end with one directory. The "adapted" model is a copy of the packaged one: no training here."""
+restores at once end with one directory; a switch deletes the stored files of the encoders whose
+files it removes. The "adapted" model is a copy of the packaged one: no training here."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from groundtruth.adaptation.model_files import (
     encoder_model_directory,
     encoder_model_files_ensure,
 )
+from groundtruth.adaptation.switching import encoder_switch
 from groundtruth.embeddings import (
     PACKAGED_WEIGHTS_SHA256,
     embedding_backend,
@@ -33,7 +35,7 @@ from groundtruth.models import AdaptationStatus, AdaptedEncoder, AdaptedEncoderF
 from groundtruth.search.hybrid_search import chunk_search
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import chunks_index
-from tests.groundtruth.test_adaptation import _encoder
+from tests.groundtruth.test_adaptation import _encoder, _fitted_model
 from tests.groundtruth.test_judge import HELPDESK, RESET_TITLE
 
 QUESTION = "How do I reset my password?"
@@ -189,3 +191,39 @@ def test_two_restores_at_once_end_with_one_complete_directory(settings, tmp_path
     assert results == [second, second]
     assert _sha256s(second) == _sha256s(fitted)
     assert [path.name for path in second.parent.iterdir()] == ["minilm-adapted"]
+
+
+@pytest.mark.django_db(transaction=True)  # the switch creates and drops HNSW indexes: real commits
+def test_a_switch_deletes_the_stored_files_of_the_encoders_whose_files_it_removes(settings, tmp_path):
+    settings.VAR_DIR = tmp_path / "var"
+    adapted_dir = tmp_path / "adapted"
+    settings.ENCODER_ADAPTATION_DIR = str(adapted_dir)
+    models = [_fitted_model(adapted_dir, f"weights {n}".encode()) for n in (1, 2, 3, 4)]
+    encoders = []
+    for model in models:
+        with transaction.atomic():
+            encoder = _encoder(model)
+            encoder_files_store(encoder=encoder, model_dir=model)
+        encoders.append(encoder)
+    first, second, third, fitted_only = encoders
+    parts = AdaptedEncoderFile.objects.filter(encoder=first).count()
+    assert parts == 13  # the packaged model's 12 small files (read through their links) and the weights
+
+    def stored() -> dict[int, int]:
+        return {encoder.pk: AdaptedEncoderFile.objects.filter(encoder=encoder).count() for encoder in encoders}
+
+    assert encoder_switch(encoder=first) == 0  # no chunks: nothing embedded, no model loaded
+    assert encoder_switch(encoder=second) == 0
+    assert stored() == {first.pk: parts, second.pk: parts, third.pk: parts, fitted_only.pk: parts}
+
+    # The first is now retired before the previous one: its files go, here and in the database.
+    assert encoder_switch(encoder=third) == 0
+
+    assert stored() == {first.pk: 0, second.pk: parts, third.pk: parts, fitted_only.pk: parts}
+    assert sorted(path.name for path in adapted_dir.iterdir()) == sorted(model.parent.name for model in models[1:])
+    assert [encoder.status for encoder in AdaptedEncoder.objects.order_by("pk")] == [
+        AdaptationStatus.RETIRED,
+        AdaptationStatus.RETIRED,
+        AdaptationStatus.ACTIVE,
+        AdaptationStatus.FITTED,
+    ]
