@@ -132,11 +132,14 @@ def encoder_files_store(*, encoder: AdaptedEncoder, model_dir: Path) -> list[Sto
 
 
 def _stored_files(encoder_id: int) -> list[StoredFile]:
+    # From every part, not the first alone: a file whose first part is missing is still listed,
+    # and its restore says so.
     return [
         StoredFile(relative_path=relative_path, size=size, sha256=sha256)
-        for relative_path, size, sha256 in AdaptedEncoderFile.objects.filter(encoder_id=encoder_id, part=0)
-        .order_by("relative_path")
+        for relative_path, size, sha256 in AdaptedEncoderFile.objects.filter(encoder_id=encoder_id)
+        .order_by("relative_path", "file_size", "file_sha256")
         .values_list("relative_path", "file_size", "file_sha256")
+        .distinct()
     ]
 
 
