@@ -108,7 +108,9 @@ def _check_embeddings() -> CheckResult:
         model = embedding_backend()
         path = getattr(model, "model_path", "")
         if not Path(path).is_dir():
-            return CheckResult("error", f"model directory {path} is missing")
+            # Why, once a load was tried: an adapted encoder's stored files that failed their checks.
+            failure = getattr(model, "failure", "")
+            return CheckResult("error", f"model directory {path} is missing" + (f" ({failure})" if failure else ""))
         if getattr(model, "state", "loaded") != "loaded":
             # Being prepared (the first ONNX export) or failed: search is lexical until it loads.
             return CheckResult("error", f"model not ready: {model.describe()}")

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 import httpx
 from django.conf import settings
+from django.db import connections
 
 from agentplatform.plumbing.database_backend.deadlines import ProcessKind, process_kind
 
@@ -136,6 +137,9 @@ class LocalSentenceTransformer:
         self.prepacked = False
         self.failure = ""
         self._failed_at = float("-inf")
+        # Set when the model's stored files are damaged (groundtruth/adaptation/model_files.py):
+        # the same bytes would fail again, so the process neither retries nor logs it again.
+        self._failed_for_good = False
 
     @property
     def export_cache_dir(self) -> Path:
@@ -159,8 +163,11 @@ class LocalSentenceTransformer:
             name = "all-MiniLM-L6-v2" if path == packaged_model_path() else (path.name or self.model_path)
             try:
                 weights = model_weights_sha256(path)
-            except ExportFailed:  # no weights file: the load will say so
-                weights = PACKAGED_WEIGHTS_SHA256
+            except ExportFailed:
+                # No weights file (yet: an adapted encoder's files are restored when the model is
+                # loaded): the load will say so, and the name is not kept, so that the restored
+                # weights name the space.
+                return name
             self._model_name = name if weights == PACKAGED_WEIGHTS_SHA256 else f"{name}@{weights[:12]}"
         return self._model_name
 
@@ -180,6 +187,9 @@ class LocalSentenceTransformer:
         # Offline: never reach the Hugging Face hub, whatever the environment says.
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        if self._failed_for_good:
+            raise EmbeddingError(self.failure)
+        self._model_files_restore()
         if not Path(self.model_path).is_dir():
             self.failure = f"embedding model directory {self.model_path} does not exist"
             self._failed_at = time.monotonic()
@@ -191,6 +201,19 @@ class LocalSentenceTransformer:
             self._failed_at = time.monotonic()
             raise
         self.failure = ""
+
+    def _model_files_restore(self) -> None:
+        """An adapted encoder's directory missing on this host is restored from the database
+        first (here, so that a serving process does it in its background preparation)."""
+        from groundtruth.adaptation.model_files import ModelFilesInvalid, model_directory_ensure
+
+        try:
+            model_directory_ensure(model_dir=Path(self.model_path))
+        except ModelFilesInvalid as exc:
+            self.failure = str(exc)
+            self._failed_at = time.monotonic()
+            self._failed_for_good = True
+            raise EmbeddingError(self.failure) from exc
 
     def _torch_model(self) -> Any:
         from sentence_transformers import SentenceTransformer
@@ -226,8 +249,8 @@ class LocalSentenceTransformer:
         if self._model is not None:
             return None
         # A model that failed (its directory missing on this host) is retried now and then, not on
-        # every request, each of which would log the same warning.
-        if self.failure and time.monotonic() - self._failed_at < PREPARE_RETRY_SECONDS:
+        # every request, each of which would log the same warning; damaged stored files never.
+        if self.failure and (self._failed_for_good or time.monotonic() - self._failed_at < PREPARE_RETRY_SECONDS):
             return None
         if not self._lock.acquire(blocking=False):
             return None
@@ -242,6 +265,8 @@ class LocalSentenceTransformer:
                 logger.warning("Embedding model %s not loaded: %s", self.model_path, exc)
             finally:
                 self._lock.release()
+                # The restore of an adapted encoder's files reads the database from this thread.
+                connections.close_all()  # this thread's connections only
             if self._model is not None:
                 self.embed(["warm-up"])
                 if on_ready is not None:
@@ -499,7 +524,6 @@ def embedding_backend_load_for_forks() -> str | None:
     in the background as before (serving lexical search meanwhile). Returns the backend's
     description, or None when nothing was loaded (another backend or runtime, no export yet, or
     the load failed: logged, and each worker loads its own)."""
-    from django.db import connections
 
     from groundtruth.inference.exported_model import ExportFailed, exported_model_found
 

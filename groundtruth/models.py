@@ -320,7 +320,11 @@ class AdaptedEncoder(models.Model):
     index_version = models.PositiveSmallIntegerField(help_text="chunk recipe of the index it was fitted on")
     base_model = models.CharField(max_length=200, help_text="the vector space it was fine-tuned from")
     model_name = models.CharField(max_length=200, help_text="its own vector space: name@weights")
-    directory = models.CharField(max_length=1000, help_text="the model's files (weights, tokenizer)")
+    directory = models.CharField(
+        max_length=1000,
+        help_text="where the fitting host kept the model's files (weights, tokenizer); every host restores them "
+        "from the stored files under its own ENCODER_ADAPTATION_DIR, in a directory of the same name",
+    )
     repositories = models.JSONField(default=list, help_text="names of the repositories it was mined from")
     chunk_count = models.PositiveIntegerField(default=0, help_text="chunks in those repositories")
     mined_query_count = models.PositiveIntegerField(default=0)
@@ -341,6 +345,30 @@ class AdaptedEncoder(models.Model):
 
     def __str__(self) -> str:
         return f"adapted encoder #{self.pk} {self.model_name} ({self.status})"
+
+
+class AdaptedEncoderFile(models.Model):
+    """One part of one file of an adapted encoder's model directory, stored with the encoder's row
+    (`groundtruth/adaptation/model_files.py`) so that every host can rebuild the directory from
+    PostgreSQL alone. Files are split into parts of a few MB: neither storing nor restoring holds a
+    whole file (the weights are about 90 MB) in memory. Every part repeats its whole file's sha256
+    and size, which the restore checks once the file is written."""
+
+    encoder = models.ForeignKey(AdaptedEncoder, on_delete=models.CASCADE, related_name="files")
+    relative_path = models.CharField(max_length=500, help_text="the file's path inside the model directory")
+    part = models.PositiveIntegerField(help_text="0 for the file's first bytes")
+    content = models.BinaryField()
+    file_sha256 = models.CharField(max_length=64, help_text="the whole file's")
+    file_size = models.BigIntegerField(help_text="the whole file's, in bytes")
+
+    class Meta:
+        db_table = "groundtruth_adapted_encoder_file"
+        constraints = [
+            models.UniqueConstraint(fields=["encoder", "relative_path", "part"], name="one_adapted_encoder_file_part")
+        ]
+
+    def __str__(self) -> str:
+        return f"part {self.part} of {self.relative_path} of adapted encoder #{self.encoder_id}"
 
 
 class StagedVector(models.Model):

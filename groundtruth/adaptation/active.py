@@ -24,7 +24,7 @@ _state: dict[str, float | str | None] = {"checked_at": float("-inf"), "directory
 
 
 def active_encoder_directory(*, fresh: bool = False) -> str | None:
-    """The active adapted encoder's model directory, or None."""
+    """The active adapted encoder's model directory on this host (model_files.py), or None."""
     if settings.EMBEDDING_BACKEND != "local" or settings.EMBEDDING_MODEL:
         return None  # a model the operator chose is never replaced
     now = time.monotonic()
@@ -33,13 +33,13 @@ def active_encoder_directory(*, fresh: bool = False) -> str | None:
     if fresh or now - checked_at >= settings.ENCODER_ACTIVE_CHECK_SECONDS:
         with _lock:
             try:
+                from groundtruth.adaptation.model_files import encoder_model_directory
                 from groundtruth.models import AdaptationStatus, AdaptedEncoder
 
-                _state["directory"] = (
-                    AdaptedEncoder.objects.filter(status=AdaptationStatus.ACTIVE)
-                    .values_list("directory", flat=True)
-                    .first()
-                )
+                active = AdaptedEncoder.objects.filter(status=AdaptationStatus.ACTIVE).only("pk", "directory").first()
+                # This host's directory of it, restored or not: the backend restores it before it
+                # loads the model (in the background in a serving process).
+                _state["directory"] = str(encoder_model_directory(active)) if active is not None else None
             except Exception as exc:  # the database is down or not reachable here: keep the last answer
                 logger.debug("Active encoder not read (%s); keeping %s", exc, _state["directory"])
             _state["checked_at"] = now

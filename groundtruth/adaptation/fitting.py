@@ -1,6 +1,7 @@
 """Fitting an adapted encoder: mine pairs from the indexed documentation, train in a child
 process, keep the model under VAR_DIR/models/adapted/ and record it (an AdaptedEncoder row,
-status FITTED). Staging its vectors and switching the index to it is `switching.py`.
+status FITTED, with its model's files in the database for the other hosts: model_files.py).
+Staging its vectors and switching the index to it is `switching.py`.
 
 The training runs in a process of its own (`python -m groundtruth.adaptation.training`): torch
 and the training's memory never enter the worker, a hung or over-long fit is killed at
@@ -23,9 +24,11 @@ from pathlib import Path
 from typing import IO
 
 from django.conf import settings
+from django.db import transaction
 
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.adaptation.backoff import adaptation_held_back
+from groundtruth.adaptation.model_files import adapted_models_dir, encoder_files_store
 from groundtruth.adaptation.pairs import adaptation_pairs_collect
 from groundtruth.adaptation.training import TrainingOptions
 from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend, local_embedding_backend
@@ -61,10 +64,6 @@ class EncoderAdaptationOptions:
 
 class AdaptationFailed(InvalidInput):
     """The fit could not produce a model; the active encoder stays."""
-
-
-def adapted_models_dir() -> Path:
-    return Path(settings.ENCODER_ADAPTATION_DIR or Path(settings.VAR_DIR) / "models" / "adapted")
 
 
 def _trainer_command(*, pairs: Path, out: Path, base_model: str, options: EncoderAdaptationOptions) -> list[str]:
@@ -161,22 +160,26 @@ def encoder_adapt(
         if not target.is_dir():  # the same weights fitted before: keep the first copy
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(out), str(target))
-    row = AdaptedEncoder.objects.create(
-        index_version=INDEX_VERSION,
-        base_model=backend.model_name,
-        model_name=local_embedding_backend(model_path=str(target)).model_name,  # name@weights
-        directory=str(target),
-        repositories=[repository.name for repository in repositories],
-        chunk_count=sum(repository.chunk_count for repository in repositories),
-        mined_query_count=len(records),
-        query_count=int(summary["trained_queries"]),
-        held_out_query_count=int(summary["held_out_measured"]),
-        held_out_accuracy_before=round(float(summary["held_out_accuracy_before"]), 4),
-        held_out_accuracy=round(float(summary["held_out_accuracy_after"]), 4),
-        seed=options.seed,
-        fit_seconds=round(time.monotonic() - started, 1),
-        peak_rss_mb=round(float(summary["peak_rss_mb"]), 1),
-    )
+    # The row and its model's files in one transaction: no host ever reads a row whose files it
+    # cannot restore (model_files.py).
+    with transaction.atomic():
+        row = AdaptedEncoder.objects.create(
+            index_version=INDEX_VERSION,
+            base_model=backend.model_name,
+            model_name=local_embedding_backend(model_path=str(target)).model_name,  # name@weights
+            directory=str(target),
+            repositories=[repository.name for repository in repositories],
+            chunk_count=sum(repository.chunk_count for repository in repositories),
+            mined_query_count=len(records),
+            query_count=int(summary["trained_queries"]),
+            held_out_query_count=int(summary["held_out_measured"]),
+            held_out_accuracy_before=round(float(summary["held_out_accuracy_before"]), 4),
+            held_out_accuracy=round(float(summary["held_out_accuracy_after"]), 4),
+            seed=options.seed,
+            fit_seconds=round(time.monotonic() - started, 1),
+            peak_rss_mb=round(float(summary["peak_rss_mb"]), 1),
+        )
+        encoder_files_store(encoder=row, model_dir=target)
     logger.info(
         "Adapted encoder %s fitted: %d queries trained on, %.0f s, peak RSS %.0f MB, held-out accuracy %.3f -> %.3f",
         row.model_name,

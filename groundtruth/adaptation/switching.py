@@ -27,10 +27,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from groundtruth.adaptation.active import active_encoder_forget
+from groundtruth.adaptation.model_files import encoder_model_directory, encoder_model_files_ensure
 from groundtruth.embeddings import local_embedding_backend, model_exports_dir, packaged_model_path
 from groundtruth.inference.exported_model import ExportFailed, export_directory
 from groundtruth.ingest.index_lock import repository_index_lock
-from groundtruth.models import AdaptationStatus, AdaptedEncoder, Chunk, Repository, StagedVector
+from groundtruth.models import AdaptationStatus, AdaptedEncoder, AdaptedEncoderFile, Chunk, Repository, StagedVector
 from groundtruth.services import chunk_vectors_embed
 from groundtruth.vector_index import vector_index_ensure, vector_indexes_drop_other
 
@@ -56,7 +57,8 @@ def _unstaged_ids(encoder: AdaptedEncoder) -> list[int]:
 
 
 def _stage(encoder: AdaptedEncoder, ids: list[int], *, each_batch: Callable[[int], None]) -> int:
-    backend = local_embedding_backend(model_path=encoder.directory)
+    # A worker may restore the model's files before it embeds (model_files.py): no request waits.
+    backend = local_embedding_backend(model_path=str(encoder_model_files_ensure(encoder)))
     staged = 0
     for start in range(0, len(ids), STAGE_BATCH_SIZE):
         chunks = list(Chunk.objects.filter(id__in=ids[start : start + STAGE_BATCH_SIZE]).select_related("repository"))
@@ -105,7 +107,7 @@ def encoder_stage(*, encoder: AdaptedEncoder, progress: Callable[[int, int], Non
 def encoder_switch(*, encoder: AdaptedEncoder) -> int:
     """Moves every chunk to `encoder`'s staged vectors and makes it the active encoder, in one
     transaction; returns the number of chunks switched."""
-    backend = local_embedding_backend(model_path=encoder.directory)
+    backend = local_embedding_backend(model_path=str(encoder_model_files_ensure(encoder)))
     dimension = backend.dimension
     with transaction.atomic():
         for repository_id in Repository.objects.order_by("pk").values_list("pk", flat=True):
@@ -149,24 +151,31 @@ def encoder_switch(*, encoder: AdaptedEncoder) -> int:
 
 def _retired_models_remove() -> None:
     """The model files of retired encoders, but the most recently retired (a switch back needs it),
-    and this host's ONNX exports of them (another host's stay: each exports into its own VAR_DIR).
-    The packaged model's files and export are never removed, nor those of an encoder not retired."""
+    on this host and in the database, and this host's ONNX exports of them (another host's copies
+    and exports stay: each keeps them in its own VAR_DIR). The packaged model's files and export
+    are never removed, nor those of an encoder not retired."""
     retired = list(AdaptedEncoder.objects.filter(status=AdaptationStatus.RETIRED).order_by("-status_changed_at"))
-    not_retired = AdaptedEncoder.objects.exclude(status=AdaptationStatus.RETIRED).values_list("directory", flat=True)
-    kept = {*not_retired, *(encoder.directory for encoder in retired[:1]), str(packaged_model_path())}
-    removed = list(dict.fromkeys(encoder.directory for encoder in retired[1:] if encoder.directory not in kept))
+    not_retired = list(AdaptedEncoder.objects.exclude(status=AdaptationStatus.RETIRED).only("pk", "directory"))
+    # Compared as this host's directories (model_files.py): two encoders of the same weights
+    # fitted into the same directory share it.
+    kept = {*(encoder_model_directory(encoder) for encoder in [*not_retired, *retired[:1]]), packaged_model_path()}
+    removed_encoders = [encoder for encoder in retired[1:] if encoder_model_directory(encoder) not in kept]
+    # Resolved before the stored files go: an encoder without them is read where it was fitted.
+    removed = list(dict.fromkeys(encoder_model_directory(encoder) for encoder in removed_encoders))
+    # The rows before the files: once they are gone no host restores the files again.
+    AdaptedEncoderFile.objects.filter(encoder__in=removed_encoders).delete()
     if not removed:
         return
     # An export is named by its model directory's name and weights: a kept model with the same
     # weights (fitted again into another ENCODER_ADAPTATION_DIR) uses the same one, which stays.
-    kept_exports = {_export_of(Path(directory)) for directory in kept}
+    kept_exports = {_export_of(directory) for directory in kept}
     for directory in removed:
         # Derived before the model files go: the name needs the weights' sha256.
-        export = _export_of(Path(directory))
+        export = _export_of(directory)
         if export is not None and export not in kept_exports and export.is_dir():
             shutil.rmtree(export, ignore_errors=True)
             logger.info("Removed the ONNX export %s of the retired encoder in %s", export, directory)
-        shutil.rmtree(Path(directory).parent, ignore_errors=True)
+        shutil.rmtree(directory.parent, ignore_errors=True)
 
 
 def _export_of(model_dir: Path) -> Path | None:

@@ -26,6 +26,7 @@ from groundtruth.adaptation.active import active_encoder_forget
 from groundtruth.adaptation.adaptation_lock import ENCODER_ADAPT_LOCK, encoder_adaptation_lock
 from groundtruth.adaptation.backoff import ADAPTATION_FAILED_KEY
 from groundtruth.adaptation.fitting import EncoderAdaptationOptions, encoder_adapt, encoder_adaptation_due
+from groundtruth.adaptation.model_files import PART_BYTES
 from groundtruth.adaptation.pairs import adaptation_pairs_collect
 from groundtruth.adaptation.switching import encoder_activate, encoder_stage, encoder_switch
 from groundtruth.embeddings import (
@@ -41,6 +42,7 @@ from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, passage_t
 from groundtruth.models import (
     AdaptationStatus,
     AdaptedEncoder,
+    AdaptedEncoderFile,
     Chunk,
     IngestRun,
     IngestStatus,
@@ -459,6 +461,19 @@ def test_an_encoder_fitted_on_a_corpus_is_recorded_and_the_index_switched_to_it(
     assert encoder.model_name == f"minilm-adapted@{directory.parent.name[:12]}"
     assert (directory / "adaptation.json").is_file()
     assert [path.name for path in (tmp_path / "adapted").iterdir()] == [directory.parent.name]  # no work files left
+    # Its model's files stored with the row, every part carrying its whole file's sha256 and size.
+    files = sorted(path for path in directory.rglob("*") if path.is_file())
+    assert list(
+        AdaptedEncoderFile.objects.filter(encoder=encoder, part=0)
+        .order_by("relative_path")
+        .values_list("relative_path", "file_size", "file_sha256")
+    ) == [
+        (path.relative_to(directory).as_posix(), path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+        for path in sorted(files, key=lambda path: path.relative_to(directory).as_posix())
+    ]
+    assert AdaptedEncoderFile.objects.filter(encoder=encoder).count() == sum(
+        max(1, -(-path.stat().st_size // PART_BYTES)) for path in files
+    )
     assert 0 < encoder.peak_rss_mb and 0 < encoder.fit_seconds
 
     assert encoder_activate(encoder=encoder) == 30

@@ -1,0 +1,234 @@
+"""An adapted encoder's model files in PostgreSQL (groundtruth/adaptation/model_files.py): a
+second host (another ENCODER_ADAPTATION_DIR) restores them byte for byte and embeds as the fitting
+host does; damaged stored files leave no directory, keep search lexical and show in /health; two
+restores at once end with one directory; a switch deletes the stored files of the encoders whose
+files it removes. The "adapted" model is a copy of the packaged one: no training here."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+
+from groundtruth.adaptation.active import active_encoder_forget
+from groundtruth.adaptation.model_files import (
+    PART_BYTES,
+    ModelFilesInvalid,
+    encoder_files_store,
+    encoder_model_directory,
+    encoder_model_files_ensure,
+)
+from groundtruth.adaptation.switching import encoder_switch
+from groundtruth.embeddings import (
+    PACKAGED_WEIGHTS_SHA256,
+    embedding_backend,
+    embedding_backend_prepare,
+    local_embedding_backend,
+    packaged_model_path,
+)
+from groundtruth.models import AdaptationStatus, AdaptedEncoder, AdaptedEncoderFile
+from groundtruth.search.hybrid_search import chunk_search
+from tests.groundtruth.factories import RepositoryFactory
+from tests.groundtruth.search_fixtures import chunks_index
+from tests.groundtruth.test_adaptation import _encoder, _fitted_model
+from tests.groundtruth.test_judge import HELPDESK, RESET_TITLE
+
+QUESTION = "How do I reset my password?"
+
+
+@pytest.fixture(autouse=True)
+def _no_active_encoder_remembered():
+    active_encoder_forget()
+    yield
+    active_encoder_forget()
+
+
+def _fitted_copy(adapted_dir: Path) -> Path:
+    """The packaged model where a fit keeps a model: <adapted dir>/<weights sha256[:16]>/minilm-adapted."""
+    directory = adapted_dir / PACKAGED_WEIGHTS_SHA256[:16] / "minilm-adapted"
+    shutil.copytree(packaged_model_path(), directory)
+    return directory
+
+
+def _sha256s(directory: Path) -> dict[str, str]:
+    return {
+        path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+def _stored_encoder(settings, tmp_path: Path, **fields) -> tuple[AdaptedEncoder, Path]:
+    """An encoder fitted on the first host (its row and files stored in one transaction, as the
+    fit does); then this test is the second host, with an ENCODER_ADAPTATION_DIR of its own."""
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "first-host")
+    fitted = _fitted_copy(tmp_path / "first-host")
+    with transaction.atomic():
+        encoder = _encoder(fitted, **fields)
+        encoder_files_store(encoder=encoder, model_dir=fitted)
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "second-host")
+    return encoder, fitted
+
+
+@pytest.mark.django_db
+def test_a_second_host_restores_the_stored_files_byte_identical_and_embeds_the_same_vector(settings, tmp_path):
+    encoder, fitted = _stored_encoder(settings, tmp_path, status=AdaptationStatus.ACTIVE)
+    weights_parts = -(-fitted.joinpath("model.safetensors").stat().st_size // PART_BYTES)
+    assert weights_parts == 22
+    assert list(
+        AdaptedEncoderFile.objects.filter(encoder=encoder, relative_path="model.safetensors")
+        .order_by("part")
+        .values_list("part", "file_size", "file_sha256")
+    ) == [(part, 90868376, PACKAGED_WEIGHTS_SHA256) for part in range(22)]
+    assert AdaptedEncoderFile.objects.filter(encoder=encoder, part=0).count() == len(_sha256s(fitted)) == 13
+    second = tmp_path / "second-host" / PACKAGED_WEIGHTS_SHA256[:16] / "minilm-adapted"
+    # The fitting host's path stays on the row, for the admin; this host reads its own.
+    assert (encoder.directory, encoder_model_directory(encoder)) == (str(fitted), second)
+    assert not second.exists()
+
+    # A worker (an ingest, fresh=True) restores the files when it loads the model.
+    backend = embedding_backend(fresh=True)
+    assert backend.model_path == str(second)
+    vector = backend.embed([QUESTION])[0]
+
+    assert _sha256s(second) == _sha256s(fitted)
+    assert vector == local_embedding_backend(model_path=str(fitted)).embed([QUESTION])[0]
+    assert backend.model_name == encoder.model_name == "minilm-adapted"
+    # Nothing but the model directory: the restore's temporary directory was renamed into place.
+    assert [path.name for path in second.parent.iterdir()] == ["minilm-adapted"]
+    # In place and complete: not restored again (its files stay the same inodes).
+    inode = (second / "model.safetensors").stat().st_ino
+    assert encoder_model_files_ensure(encoder) == second
+    assert (second / "model.safetensors").stat().st_ino == inode
+
+
+@pytest.mark.django_db(transaction=True)  # the background preparation reads the files on its own connection
+def test_a_corrupted_part_leaves_no_directory_keeps_search_lexical_and_health_says_why(
+    settings, tmp_path, monkeypatch, caplog
+):
+    from agentplatform.health import _check_embeddings
+    from agentplatform.plumbing.database_backend import deadlines
+    from groundtruth.search.query_embedding import query_embed
+
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    encoder, _ = _stored_encoder(settings, tmp_path, status=AdaptationStatus.ACTIVE)
+    part = AdaptedEncoderFile.objects.get(encoder=encoder, relative_path="model.safetensors", part=3)
+    damaged = bytearray(part.content)
+    damaged[1000] ^= 0xFF
+    AdaptedEncoderFile.objects.filter(pk=part.pk).update(content=bytes(damaged))
+    second = tmp_path / "second-host" / PACKAGED_WEIGHTS_SHA256[:16] / "minilm-adapted"
+    why = (
+        f"the stored files of adapted encoder #{encoder.pk} are damaged: "
+        "model.safetensors does not match its stored sha256"
+    )
+    monkeypatch.setattr(deadlines, "_process_kind", deadlines.ProcessKind.SERVING)
+    active_encoder_forget()  # as a process starting (or ENCODER_ACTIVE_CHECK_SECONDS after the switch)
+
+    with caplog.at_level(logging.WARNING, logger="groundtruth.embeddings"):
+        # A serving process restores in its background preparation, never on a request.
+        preparing = embedding_backend_prepare()
+        assert preparing is not None
+        preparing.join()
+        assert embedding_backend_prepare() is None  # not tried again: the same bytes would fail again
+        assert query_embed(text=QUESTION) is None
+        outcome = chunk_search(query=QUESTION, repositories=[repository], limit=3)
+
+    assert not second.exists()
+    assert [path for path in (tmp_path / "second-host").rglob("*")] == []
+    assert (_check_embeddings().status, _check_embeddings().detail) == (
+        "error",
+        f"model directory {second} is missing ({why})",
+    )
+    # Lexical alone: the one passage with the question's words.
+    assert [(hit.chunk.heading, hit.dense_rank) for hit in outcome.hits] == [(["FAQ", RESET_TITLE], None)]
+    assert caplog.messages == [f"Embedding model {second} not loaded: {why}"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("part", [0, 5, 21])
+def test_a_missing_part_is_an_error_that_leaves_no_directory(settings, tmp_path, part):
+    encoder, _ = _stored_encoder(settings, tmp_path)
+    AdaptedEncoderFile.objects.filter(encoder=encoder, relative_path="model.safetensors", part=part).delete()
+
+    with pytest.raises(ModelFilesInvalid) as failed:
+        encoder_model_files_ensure(encoder)
+
+    # The last part missing: the parts before it are whole, the file is short.
+    why = (
+        "model.safetensors has 88080384 bytes in its stored parts, not 90868376"
+        if part == 21
+        else (f"part {part} of model.safetensors is missing")
+    )
+    assert str(failed.value) == f"the stored files of adapted encoder #{encoder.pk} are damaged: {why}"
+    assert [path for path in (tmp_path / "second-host").rglob("*")] == []
+
+
+@pytest.mark.django_db(transaction=True)  # each thread reads the stored files on its own connection
+def test_two_restores_at_once_end_with_one_complete_directory(settings, tmp_path):
+    from django.db import connections
+
+    encoder, fitted = _stored_encoder(settings, tmp_path)
+    start = threading.Barrier(2)
+    results: list[Path | BaseException] = []
+
+    def restore() -> None:
+        start.wait()
+        try:
+            results.append(encoder_model_files_ensure(encoder))
+        except BaseException as exc:  # reported by the assertion below
+            results.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=restore) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    second = tmp_path / "second-host" / PACKAGED_WEIGHTS_SHA256[:16] / "minilm-adapted"
+    assert results == [second, second]
+    assert _sha256s(second) == _sha256s(fitted)
+    assert [path.name for path in second.parent.iterdir()] == ["minilm-adapted"]
+
+
+@pytest.mark.django_db(transaction=True)  # the switch creates and drops HNSW indexes: real commits
+def test_a_switch_deletes_the_stored_files_of_the_encoders_whose_files_it_removes(settings, tmp_path):
+    settings.VAR_DIR = tmp_path / "var"
+    adapted_dir = tmp_path / "adapted"
+    settings.ENCODER_ADAPTATION_DIR = str(adapted_dir)
+    models = [_fitted_model(adapted_dir, f"weights {n}".encode()) for n in (1, 2, 3, 4)]
+    encoders = []
+    for model in models:
+        with transaction.atomic():
+            encoder = _encoder(model)
+            encoder_files_store(encoder=encoder, model_dir=model)
+        encoders.append(encoder)
+    first, second, third, fitted_only = encoders
+    parts = AdaptedEncoderFile.objects.filter(encoder=first).count()
+    assert parts == 13  # the packaged model's 12 small files (read through their links) and the weights
+
+    def stored() -> dict[int, int]:
+        return {encoder.pk: AdaptedEncoderFile.objects.filter(encoder=encoder).count() for encoder in encoders}
+
+    assert encoder_switch(encoder=first) == 0  # no chunks: nothing embedded, no model loaded
+    assert encoder_switch(encoder=second) == 0
+    assert stored() == {first.pk: parts, second.pk: parts, third.pk: parts, fitted_only.pk: parts}
+
+    # The first is now retired before the previous one: its files go, here and in the database.
+    assert encoder_switch(encoder=third) == 0
+
+    assert stored() == {first.pk: 0, second.pk: parts, third.pk: parts, fitted_only.pk: parts}
+    assert sorted(path.name for path in adapted_dir.iterdir()) == sorted(model.parent.name for model in models[1:])
+    assert [encoder.status for encoder in AdaptedEncoder.objects.order_by("pk")] == [
+        AdaptationStatus.RETIRED,
+        AdaptationStatus.RETIRED,
+        AdaptationStatus.ACTIVE,
+        AdaptationStatus.FITTED,
+    ]
