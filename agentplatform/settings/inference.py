@@ -37,8 +37,8 @@ EMBEDDING_EXPORT_TIMEOUT_SECONDS = env_non_negative("EMBEDDING_EXPORT_TIMEOUT_SE
 # every chunk into the new model's space and the switch (the Celery worker trains in a child
 # process). Off by default: a fit of the development set costs minutes of both cores.
 ENCODER_ADAPTATION_ENABLED = env_boolean("ENCODER_ADAPTATION_ENABLED", False)
-# Where fitted models are kept. Every host that searches needs the active one: on many hosts, a
-# directory shared read-only (as JUDGE_DIR), or a copy at the same path.
+# Where this host keeps adapted models (fitted here, or restored from PostgreSQL, where a fit
+# stores every encoder's files: groundtruth/adaptation/model_files.py). Nothing is shared between hosts.
 ENCODER_ADAPTATION_DIR = env.str("ENCODER_ADAPTATION_DIR", default="")
 ENCODER_ADAPTATION_MAX_QUERIES = env_positive_int("ENCODER_ADAPTATION_MAX_QUERIES", 1536)
 ENCODER_ADAPTATION_TIMEOUT_SECONDS = env_non_negative("ENCODER_ADAPTATION_TIMEOUT_SECONDS", 3600.0)
