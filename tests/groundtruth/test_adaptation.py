@@ -91,6 +91,14 @@ def _encoder(directory: Path, **fields) -> AdaptedEncoder:
     )
 
 
+def _helpdesk_indexed() -> Repository:
+    """The helpdesk sections indexed in the packaged space, with the repository's chunk count."""
+    repository = RepositoryFactory(name="acme/helpdesk")
+    chunks_index(repository, HELPDESK)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+    return repository
+
+
 @pytest.mark.django_db
 def test_pairs_are_each_titled_section_with_question_forms_against_the_indexed_passage_form():
     repository = RepositoryFactory(name="acme/helpdesk")
@@ -120,9 +128,7 @@ def test_pairs_are_each_titled_section_with_question_forms_against_the_indexed_p
 @pytest.mark.django_db
 def test_adapting_to_a_tiny_corpus_says_why_and_changes_nothing(settings, tmp_path):
     settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
-    repository = RepositoryFactory(name="acme/helpdesk")
-    chunks_index(repository, HELPDESK)
-    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+    _helpdesk_indexed()
 
     with pytest.raises(InvalidInput) as refused:
         encoder_adapt()
@@ -488,9 +494,7 @@ def test_an_encoder_fitted_on_a_corpus_is_recorded_and_the_index_switched_to_it(
 def test_the_adaptation_task_on_a_tiny_corpus_logs_why_and_changes_nothing(settings, tmp_path, caplog):
     settings.ENCODER_ADAPTATION_ENABLED = True
     settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
-    repository = RepositoryFactory(name="acme/helpdesk")
-    chunks_index(repository, HELPDESK)
-    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+    _helpdesk_indexed()
 
     assert encoder_adapt_task() is None
 
@@ -513,9 +517,7 @@ def test_a_failed_adaptation_is_not_tried_again_until_the_corpus_changes_or_the_
 ):
     settings.ENCODER_ADAPTATION_ENABLED = True
     settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
-    repository = RepositoryFactory(name="acme/helpdesk")
-    chunks_index(repository, HELPDESK)
-    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+    repository = _helpdesk_indexed()
     assert encoder_adaptation_due() is True
 
     assert encoder_adapt_task() is None  # refused: too small
@@ -554,9 +556,7 @@ def test_an_adaptation_while_another_holds_the_lock_is_refused_at_once_and_chang
 ):
     settings.ENCODER_ADAPTATION_ENABLED = True
     settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
-    repository = RepositoryFactory(name="acme/helpdesk")
-    chunks_index(repository, HELPDESK)
-    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(HELPDESK))
+    _helpdesk_indexed()
     encoder = _encoder(other_model_dir)
     refused = "Another adaptation of the encoder (a fit, a staging or a switch) is running; nothing was changed."
 
