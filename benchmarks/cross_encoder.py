@@ -6,8 +6,10 @@ and as refusal evidence on the development set. An experiment: nothing of it is 
     #    the benchmark database `retrieval.py --ingest-only` left
     nice -n 5 .venv/bin/python benchmarks/cross_encoder.py fit --pairs var/cross/pairs.json \\
         --out var/cross/model --max-queries 1536 --learning-rate 4e-5
+    #    (fit B of docs/ground-truth-judge.md: --max-queries 2048 --learning-rate 1e-4)
     # 2. every paraphrased and unanswerable question searched with the shipped configuration;
-    #    its first 8 passages kept with today's evidence features
+    #    its first 8 passages kept with today's evidence features (--own-title: passages keep
+    #    their section's own title in the trail, as the index embeds them)
     .venv/bin/python benchmarks/cross_encoder.py collect --out var/cross/questions.pkl
     # 3. the cross-encoder's scores of those passages and of each repository's held-out mined pairs
     .venv/bin/python benchmarks/cross_encoder.py score --model var/cross/model \\
@@ -208,11 +210,12 @@ def collect(args: argparse.Namespace) -> None:
                 "features": features,
                 "dense_repository": dense_first_repository(outcome, names=names),
                 "repositories": [names[chunk.repository_id] for chunk in head],
-                # The form the fit's passages take: the trail without the section's own title.
+                # The form the fit's passages take: the trail without the section's own title
+                # (--own-title: with it, as the index embeds a passage).
                 "passages": [
                     passage_text(
                         repository_name=names[chunk.repository_id],
-                        heading=[str(part) for part in chunk.heading or []][:-1],
+                        heading=[str(part) for part in chunk.heading or []][: None if args.own_title else -1],
                         text=judge_passage(path=chunk.path, text=chunk.text),
                     )
                     for chunk in head
@@ -397,6 +400,7 @@ def main() -> None:
     collecting.add_argument("--out", type=Path, required=True)
     collecting.add_argument("--database", default="gt_bench_retrieval")
     collecting.add_argument("--eval-set", type=Path, default=ROOT.parent / "shared" / "eval-dev")
+    collecting.add_argument("--own-title", action="store_true", help="passages keep their section's own title")
     scoring = commands.add_parser("score")
     scoring.add_argument("--model", type=Path, required=True)
     scoring.add_argument("--questions", type=Path, required=True)
