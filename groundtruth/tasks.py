@@ -31,9 +31,9 @@ import random
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 
+from agentplatform.plumbing.cache_locks import cache_lock
 from agentplatform.plumbing.errors import ApplicationError
 from groundtruth.adaptation.adaptation_lock import AdaptationRunning, encoder_adaptation_lock
 from groundtruth.adaptation.backoff import adaptation_failure_forget, adaptation_failure_record
@@ -117,18 +117,17 @@ JUDGE_FIT_LOCK_SECONDS = 3600
 def judge_fit_task() -> int | None:
     """Fits and stores a new relevance judge; returns its id, or None (another fit runs, none
     is due any more, or the corpus is too small: the previous judge stays, logged)."""
-    if not cache.add(JUDGE_FIT_LOCK, "1", timeout=JUDGE_FIT_LOCK_SECONDS):
-        logger.info("A relevance judge is being fitted already")
-        return None
-    try:
-        if not judge_refit_due():
+    with cache_lock(JUDGE_FIT_LOCK, timeout=JUDGE_FIT_LOCK_SECONDS) as taken:
+        if not taken:
+            logger.info("A relevance judge is being fitted already")
             return None
-        return judge_fit().pk
-    except ApplicationError as exc:
-        logger.warning("Relevance judge not refitted: %s", exc.detail)
-        return None
-    finally:
-        cache.delete(JUDGE_FIT_LOCK)
+        try:
+            if not judge_refit_due():
+                return None
+            return judge_fit().pk
+        except ApplicationError as exc:
+            logger.warning("Relevance judge not refitted: %s", exc.detail)
+            return None
 
 
 @shared_task(name="groundtruth.tasks.encoder_adapt_task")

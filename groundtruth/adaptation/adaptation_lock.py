@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import Iterator
 
 from django.conf import settings
-from django.core.cache import cache
 
+from agentplatform.plumbing.cache_locks import cache_lock
 from agentplatform.plumbing.errors import Conflict
 
 ENCODER_ADAPT_LOCK = "groundtruth:encoder-adapt"
@@ -37,11 +37,9 @@ def encoder_adaptation_lock() -> Iterator[None]:
     """Holds the adaptation lock for the `with` block; raises AdaptationRunning at once (nothing
     waits, nothing is changed) when another adaptation holds it."""
     timeout = int(settings.ENCODER_ADAPTATION_TIMEOUT_SECONDS) + ENCODER_ADAPT_LOCK_EXTRA_SECONDS
-    if not cache.add(ENCODER_ADAPT_LOCK, "1", timeout=timeout):
-        raise AdaptationRunning(
-            "Another adaptation of the encoder (a fit, a staging or a switch) is running; nothing was changed."
-        )
-    try:
+    with cache_lock(ENCODER_ADAPT_LOCK, timeout=timeout) as taken:
+        if not taken:
+            raise AdaptationRunning(
+                "Another adaptation of the encoder (a fit, a staging or a switch) is running; nothing was changed."
+            )
         yield
-    finally:
-        cache.delete(ENCODER_ADAPT_LOCK)
