@@ -167,8 +167,9 @@ def features_report(args: argparse.Namespace) -> None:
     """From `retrieval.py --features-out` files: paraphrased R@1/R@5/MRR@10 of every ranking the
     benchmark records, and the AUC (answerable paraphrased against unanswerable) of every evidence
     feature, pooled and per format."""
+    from benchmarks.evaluation_sets import repository_format
     from benchmarks.refusal_calibration import auc
-    from benchmarks.retrieval import RankMetrics, repository_format
+    from benchmarks.retrieval import RankMetrics
 
     groups = {
         "pooled": lambda row: True,
@@ -204,7 +205,7 @@ def abstention_report(args: argparse.Namespace) -> None:
     labelled paraphrased and unanswerable questions and measured on the one left out (rotated), and
     in-sample; the re-ranking as shipped in both runs, as `--refusal-calibration` measures."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
-    from benchmarks.retrieval import ANSWERABLE_MISSING_TARGET, repository_format
+    from benchmarks.evaluation_sets import ANSWERABLE_MISSING_TARGET, repository_format
     from groundtruth.search.abstention_fit import (
         DEFAULT_FEATURES,
         LabelledEvidence,

@@ -184,8 +184,9 @@ def collect(args: argparse.Namespace) -> None:
     from benchmarks.benchmark_database import benchmark_database_use
 
     benchmark_database_use(args.database)
+    from benchmarks.evaluation_sets import TOP, eval_dev_load
     from benchmarks.refusal_calibration import dense_first_repository
-    from benchmarks.retrieval import TOP, Location, eval_dev_load, hit_rank
+    from benchmarks.retrieval import Location, hit_rank
     from groundtruth.ingest.index_text import passage_text
     from groundtruth.judge.pair_mining import judge_passage
     from groundtruth.search.abstention import evidence_features
@@ -267,8 +268,8 @@ def report(args: argparse.Namespace) -> None:
     from benchmarks.benchmark_database import benchmark_database_use
 
     benchmark_database_use(args.database)
+    from benchmarks.evaluation_sets import Question, repository_format
     from benchmarks.refusal_calibration import Assessed, Variant, _cell, _rates, auc, variant_measure
-    from benchmarks.retrieval import Question, repository_format
     from groundtruth.search.abstention_fit import DEFAULT_FEATURES as today
 
     items = pickle.loads(args.questions.read_bytes())

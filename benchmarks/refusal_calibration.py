@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from benchmarks.retrieval import TOP, EvaluationSet, Question, repository_format
+from benchmarks.evaluation_sets import TOP, EvaluationSet, Question, repository_format
 
 ANSWERABLE_MISSING_TARGET = 0.05
 PRESENT_QUANTILE = 0.05

@@ -40,6 +40,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from benchmarks.evaluation_sets import TOP, EvaluationSet, repository_format
 from benchmarks.refusal_calibration import (
     ANSWERABLE_MISSING_TARGET,
     REPOSITORY_REFUSED_LIMIT,
@@ -52,7 +53,6 @@ from benchmarks.refusal_calibration import (
     dense_first_repository,
     variant_measure,
 )
-from benchmarks.retrieval import TOP, EvaluationSet, repository_format
 
 CANDIDATES = ("known_scope", "heading_corpus_quantile", "sentence_similarity", "word_drop")
 # A sentence needs this many words of two letters or more to be compared (not a code line or a

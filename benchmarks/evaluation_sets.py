@@ -1,0 +1,165 @@
+"""The evaluation sets the retrieval benchmarks ask (`retrieval.py`, `refusal_calibration.py`,
+`refusal_evidence.py`, `cross_encoder.py`, `adapted_encoder.py`): a development set in the shared
+contract's format (`eval_dev_load`) and the project's own ferrite corpus (`ferrite_load`), their
+questions, and which documentation format each repository is written in. Apart from `retrieval.py`
+so that the benchmarks built on its sets import them without importing it (it imports them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from benchmarks.benchmark_database import ROOT
+
+TOP = 10
+WORDINGS = {"verbatim": "FAQ wording", "paraphrase": "paraphrased"}
+ANSWERABLE_MISSING_TARGET = 0.05
+FERRITE_REPOSITORY = "ferrite-labs/ferrite"
+
+
+@dataclass(frozen=True)
+class CorpusRepository:
+    name: str
+    directory: Path
+    include: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    collection: str  # which question set it comes from (reported apart)
+    fold: str  # the repository it is held out with
+    texts: dict[str, str]  # wording -> question text
+    answerable: bool
+    path: str | None = None
+    lines: tuple[int, int] | None = None
+
+
+@dataclass
+class EvaluationSet:
+    name: str
+    repositories: list[CorpusRepository]
+    questions: list[Question]
+
+    @property
+    def folds(self) -> list[str]:
+        return sorted({question.fold for question in self.questions})
+
+    @property
+    def collections(self) -> list[str]:
+        return list(dict.fromkeys(question.collection for question in self.questions))
+
+    def merge(self, other: EvaluationSet) -> EvaluationSet:
+        return EvaluationSet(
+            name=f"{self.name} + {other.name}",
+            repositories=self.repositories + other.repositories,
+            questions=self.questions + other.questions,
+        )
+
+
+# --- evaluation sets ---------------------------------------------------------------------------
+def eval_dev_load(directory: Path, *, only: set[str] | None = None) -> EvaluationSet:
+    """The set in `directory`; with `only`, those repositories, their questions and the
+    unanswerable questions whose absent scope is the whole corpus or one of them."""
+    collection = directory.name
+    corpus = directory / "corpus"
+    repositories = [
+        CorpusRepository(name=folder.name.replace("__", "/", 1), directory=folder, include=("**/*.rst", "**/*.md"))
+        for folder in sorted(corpus.iterdir())
+        if folder.is_dir() and (only is None or folder.name.replace("__", "/", 1) in only)
+    ]
+    names = [repository.name for repository in repositories]
+    entries = [json.loads(line) for line in (directory / "questions.jsonl").read_text().splitlines() if line.strip()]
+    questions = []
+    unassigned = 0
+    for entry in entries:
+        if only is not None:
+            scope = entry.get("absent_scope") or []
+            scoped = [entry["repo"]] if entry["answerable"] else ([scope] if isinstance(scope, str) else scope)
+            if scoped and not any(folder.replace("__", "/", 1) in only for folder in scoped):
+                continue
+        if entry["answerable"]:
+            fold = entry["repo"]
+            texts = {"verbatim": entry["question_verbatim"], "paraphrase": entry["question_paraphrase"]}
+            questions.append(
+                Question(
+                    id=entry["id"],
+                    collection=collection,
+                    fold=fold,
+                    texts=texts,
+                    answerable=True,
+                    path=entry["path"],
+                    lines=(entry["start_line"], entry["end_line"]),
+                )
+            )
+            continue
+        text = entry["question_paraphrase"]
+        # absent_scope: one corpus folder, a list of them, or null (the whole corpus).
+        scope = entry.get("absent_scope") or []
+        scope_names = [folder.replace("__", "/", 1) for folder in ([scope] if isinstance(scope, str) else scope)]
+        within = [name for name in names if name in scope_names] or names
+        named = [name for name in within if name.rsplit("/", 1)[-1].lower() in text.lower()]
+        if len(within) == 1:
+            fold = within[0]
+        elif named:
+            fold = named[0]
+        else:
+            fold = within[unassigned % len(within)]
+            unassigned += 1
+        questions.append(
+            Question(id=entry["id"], collection=collection, fold=fold, texts={"paraphrase": text}, answerable=False)
+        )
+    return EvaluationSet(
+        name=f"{directory.name} ({len(repositories)} repositories)", repositories=repositories, questions=questions
+    )
+
+
+def ferrite_load(path: Path) -> EvaluationSet:
+    data = yaml.safe_load(path.read_text())
+    corpus = ROOT / data["corpus"]
+    questions = [
+        Question(
+            id=f"ferrite-{number:03d}",
+            collection="ferrite",
+            fold=FERRITE_REPOSITORY,
+            texts={"paraphrase": item["question"]},
+            answerable=True,
+            path=item["path"],
+            lines=tuple(item["lines"]),
+        )
+        for number, item in enumerate(data["answerable"], start=1)
+    ]
+    questions += [
+        Question(
+            id=f"ferrite-none-{number:03d}",
+            collection="ferrite",
+            fold=FERRITE_REPOSITORY,
+            texts={"paraphrase": item["question"]},
+            answerable=False,
+        )
+        for number, item in enumerate(data["unanswerable"], start=1)
+    ]
+    repository = CorpusRepository(
+        name=FERRITE_REPOSITORY,
+        directory=corpus,
+        include=("README.md", "docs/**/*.md", "docs/**/*.rst", "config/*.yml"),
+    )
+    return EvaluationSet(name="ferrite (the project's own corpus)", repositories=[repository], questions=questions)
+
+
+MARKDOWN_REPOSITORIES = {
+    "romkatv/powerlevel10k",
+    "Homebrew/brew",
+    "vitejs/vite",
+    "jestjs/jest",
+    "rclone/rclone",
+    "wez/wezterm",
+}
+
+
+def repository_format(name: str) -> str:
+    return "Markdown" if name in MARKDOWN_REPOSITORIES else "rst"
