@@ -15,9 +15,12 @@
   `ingest_repo` after an ingest that changed the index enough (`judge_refit_due`); one fit at a
   time (a cache lock), and none when a fit that ran meanwhile made it no longer due.
 - `encoder_adapt_task()`: with ENCODER_ADAPTATION_ENABLED, fits an adapted encoder
-  (`groundtruth/adaptation/`), stages every chunk's vectors in its space and switches the index
+  (`groundtruth/adaptation/`) and, when it beats the serving model on its held-out mined queries
+  by ENCODER_ADAPTATION_MIN_GAIN, stages every chunk's vectors in its space and switches the index
   to it; queued like the judge's fit after an ingest that changed the index enough
   (`encoder_adaptation_due`). One at a time; a failure leaves the active encoder and the index.
+- Both fits run on the models queue (CELERY_MODELS_QUEUE, the Procfile's `models` worker), so
+  that ingests never wait behind them.
 
 A worker that starts requeues the runs its previous life (same node name) held when it was
 killed (`worker_ready` below), so a restarted worker resumes them at once.
@@ -37,7 +40,7 @@ from agentplatform.plumbing.cache_locks import cache_lock
 from agentplatform.plumbing.errors import ApplicationError
 from groundtruth.adaptation.adaptation_lock import AdaptationRunning, encoder_adaptation_lock
 from groundtruth.adaptation.backoff import adaptation_failure_forget, adaptation_failure_record
-from groundtruth.adaptation.fitting import encoder_adapt, encoder_adaptation_due
+from groundtruth.adaptation.fitting import adaptation_gain_shortfall, encoder_adapt, encoder_adaptation_due
 from groundtruth.adaptation.switching import SwitchFailed, encoder_activate
 from groundtruth.embeddings import EmbeddingError, EmbeddingUnavailable
 from groundtruth.ingest.git_access import GitNetworkError
@@ -138,8 +141,23 @@ def encoder_adapt_task() -> int | None:
         with encoder_adaptation_lock():
             if not encoder_adaptation_due():
                 return None
-            # A staging cut short (its worker died) is resumed rather than fitted again.
-            encoder = AdaptedEncoder.objects.filter(status=AdaptationStatus.STAGING).first() or encoder_adapt()
+            # A staging cut short (its worker died) is resumed rather than fitted again: its fit
+            # passed the check below when its staging began.
+            encoder = AdaptedEncoder.objects.filter(status=AdaptationStatus.STAGING).first()
+            if encoder is None:
+                encoder = encoder_adapt()
+                shortfall = adaptation_gain_shortfall(encoder)
+                if shortfall is not None:
+                    # Not a failure: the row stays `fitted` on this index version, so no fit is
+                    # due again until the corpus changes (encoder_adaptation_due).
+                    logger.warning(
+                        "Adapted encoder #%d fitted but not switched to: %s; `manage.py encoder_adapt --activate %d` "
+                        "switches to it anyway",
+                        encoder.pk,
+                        shortfall,
+                        encoder.pk,
+                    )
+                    return None
             encoder_activate(encoder=encoder)
             adaptation_failure_forget()
             return encoder.pk

@@ -39,7 +39,15 @@ def test_database_url() -> str:
 
 @contextmanager
 def celery_worker(*, queue: str, environment: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen]:
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "CELERY_QUEUE": queue, **environment}
+    # Adaptation off unless the test says otherwise: a fit queued after its ingests would wait on
+    # a models queue no test worker serves.
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "CELERY_QUEUE": queue,
+        "ENCODER_ADAPTATION_ENABLED": "false",
+        **environment,
+    }
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [

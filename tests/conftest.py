@@ -27,6 +27,10 @@ for _alias in settings.CACHES:
 # is tested on its own (tests/groundtruth/test_question_audit_writer.py). Servers a test starts
 # get the default.
 settings.QUESTION_AUDIT_BACKGROUND = False
+# On by default in the service; here an ingest would queue a fit to the broker after every test
+# corpus. The adaptation's tests turn it on; the Celery workers tests start have it off too
+# (tests/celeryworker.py).
+settings.ENCODER_ADAPTATION_ENABLED = False
 
 from django.core.cache import cache  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402

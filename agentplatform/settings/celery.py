@@ -18,3 +18,12 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Django's LOGGING configures the root logger; Celery adding its own handler would print twice.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="celery")
+# Model fits (the adapted encoder's: minutes of both cores; the relevance judge's) have a queue of
+# their own, served by the Procfile's `models` worker, so that ingests, webhook-triggered ones
+# included, never wait behind a fit. Derived from the default queue, so that a deployment (or a
+# test) that names its own queue has its own models queue too.
+CELERY_MODELS_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-models"
+CELERY_TASK_ROUTES = {
+    "groundtruth.tasks.encoder_adapt_task": {"queue": CELERY_MODELS_QUEUE},
+    "groundtruth.tasks.judge_fit_task": {"queue": CELERY_MODELS_QUEUE},
+}

@@ -192,6 +192,21 @@ def encoder_adapt(
     return row
 
 
+def adaptation_gain_shortfall(encoder: AdaptedEncoder) -> str | None:
+    """Why an automatic adaptation should not switch to `encoder`, or None. Its held-out mined
+    queries (kept out of its training) are the only measure of it that reads no labelled
+    question: it must beat the model it was fitted from (the one serving then) on them by
+    ENCODER_ADAPTATION_MIN_GAIN, or the index stays on the model that serves."""
+    gain = round(encoder.held_out_accuracy - encoder.held_out_accuracy_before, 4)  # both stored to 4 places
+    if gain >= settings.ENCODER_ADAPTATION_MIN_GAIN:
+        return None
+    return (
+        f"its held-out mined accuracy {encoder.held_out_accuracy_before:.3f} -> {encoder.held_out_accuracy:.3f} "
+        f"({encoder.held_out_query_count} queries) gains {gain:+.3f}, less than ENCODER_ADAPTATION_MIN_GAIN "
+        f"({settings.ENCODER_ADAPTATION_MIN_GAIN:g})"
+    )
+
+
 def encoder_adaptation_due() -> bool:
     """Whether an adaptation is due: adaptation is on, and a staging was cut short, or none was
     fitted on this index version yet, or the chunks added, updated and removed since

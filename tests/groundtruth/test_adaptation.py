@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import logging
 import shutil
 import time
@@ -21,11 +22,17 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from safetensors.numpy import load_file, save_file
 
+from agentplatform.celery import app as celery_app
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.adaptation.active import active_encoder_forget
 from groundtruth.adaptation.adaptation_lock import ENCODER_ADAPT_LOCK, encoder_adaptation_lock
 from groundtruth.adaptation.backoff import ADAPTATION_FAILED_KEY
-from groundtruth.adaptation.fitting import EncoderAdaptationOptions, encoder_adapt, encoder_adaptation_due
+from groundtruth.adaptation.fitting import (
+    EncoderAdaptationOptions,
+    adaptation_gain_shortfall,
+    encoder_adapt,
+    encoder_adaptation_due,
+)
 from groundtruth.adaptation.model_files import PART_BYTES
 from groundtruth.adaptation.pairs import adaptation_pairs_collect
 from groundtruth.adaptation.switching import encoder_activate, encoder_stage, encoder_switch
@@ -39,6 +46,7 @@ from groundtruth.embeddings import (
 from groundtruth.inference.exported_model import _exporter_id, export_directory
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, passage_text
+from groundtruth.ingest.runs import INGEST_REPO_TASK
 from groundtruth.models import (
     AdaptationStatus,
     AdaptedEncoder,
@@ -55,6 +63,7 @@ from groundtruth.vector_index import stored_vectors, vector_index_name, vector_i
 from tests.groundtruth.factories import RepositoryFactory
 from tests.groundtruth.search_fixtures import Section, chunks_index
 from tests.groundtruth.test_judge import EXPORT, EXPORT_TITLE, HELPDESK, REQUIREMENTS, RESET, RESET_TITLE, UPGRADE
+from tests.liveserver import procfile_command
 
 
 @pytest.fixture(autouse=True)
@@ -662,3 +671,115 @@ def test_the_adaptation_task_resumes_a_staging_cut_short_instead_of_fitting_agai
 
     assert list(AdaptedEncoder.objects.values_list("pk", "status")) == [(encoder.pk, AdaptationStatus.ACTIVE)]
     assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 5)]
+
+
+def test_a_fit_is_switched_to_only_when_it_gains_the_minimum_on_its_held_out_queries(settings):
+    settings.ENCODER_ADAPTATION_MIN_GAIN = 0.02
+
+    def shortfall(before: float, after: float) -> str | None:
+        encoder = AdaptedEncoder(held_out_accuracy_before=before, held_out_accuracy=after, held_out_query_count=50)
+        return adaptation_gain_shortfall(encoder)
+
+    assert shortfall(0.58, 0.6) is None  # 0.02: exactly enough (the difference of floats rounded)
+    assert shortfall(0.582, 0.652) is None
+    assert shortfall(0.5801, 0.6) == (
+        "its held-out mined accuracy 0.580 -> 0.600 (50 queries) gains +0.020, less than "
+        "ENCODER_ADAPTATION_MIN_GAIN (0.02)"
+    )
+    assert shortfall(0.6, 0.55) == (
+        "its held-out mined accuracy 0.600 -> 0.550 (50 queries) gains -0.050, less than "
+        "ENCODER_ADAPTATION_MIN_GAIN (0.02)"
+    )
+    settings.ENCODER_ADAPTATION_MIN_GAIN = 0.0
+    assert shortfall(0.6, 0.6) is None
+
+
+def _settings_corpus(size: int) -> Repository:
+    """`size` titled sections (at least the 200 training queries an automatic fit needs once the
+    fifth held out is set aside), each on one setting of one component."""
+    components = ["cache", "queue", "proxy", "scheduler", "mailer", "indexer", "uploader", "resolver", "tracer"]
+    aspects = [
+        "timeout", "retries", "port", "log level", "batch size", "workers", "memory limit", "rate limit",
+        "compression", "encryption", "backoff", "buffer", "keep-alive", "checksum", "threshold", "expiry",
+        "quota", "priority", "region", "replicas", "snapshot", "sampling", "warm-up", "drain", "locale",
+        "timezone", "prefix", "ttl", "pool size",
+    ]  # fmt: skip
+    pairs = [(component, aspect) for aspect in aspects for component in components][:size]
+    repository = RepositoryFactory(name="acme/settings")
+    sections = [
+        Section(
+            path=f"{component}.md",
+            heading=(component.title(), f"The {component}'s {aspect}"),
+            text=f"## The {component}'s {aspect}\n\nSet `{component}.{aspect.replace(' ', '_')}` to change the "
+            f"{aspect} of the {component}; it is read when the {component} starts.",
+            start_line=1 + 4 * index,
+        )
+        for index, (component, aspect) in enumerate(pairs)
+    ]
+    chunks_index(repository, sections)
+    Repository.objects.filter(pk=repository.pk).update(chunk_count=len(sections))
+    return repository
+
+
+@pytest.mark.django_db(transaction=True)  # the switch by hand creates and drops HNSW indexes: real commits
+def test_the_adaptation_task_keeps_a_fit_that_does_not_gain_enough_fitted_and_the_index_as_it_is(
+    settings, tmp_path, caplog
+):
+    """The task's whole fit with the real trainer (one batch of 32 queries), then its check."""
+    settings.ENCODER_ADAPTATION_ENABLED = True
+    settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
+    settings.ENCODER_ADAPTATION_MAX_QUERIES = 32
+    settings.ENCODER_ADAPTATION_MIN_GAIN = 1.0  # more than any fit can gain
+    _settings_corpus(255)
+    assert encoder_adaptation_due() is True
+
+    assert encoder_adapt_task() is None
+
+    encoder = AdaptedEncoder.objects.get()
+    assert (encoder.status, encoder.mined_query_count, encoder.query_count) == (AdaptationStatus.FITTED, 255, 32)
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [("all-MiniLM-L6-v2", 255)]
+    assert embedding_backend(fresh=True).model_name == "all-MiniLM-L6-v2"
+    gain = round(encoder.held_out_accuracy - encoder.held_out_accuracy_before, 4)
+    assert (
+        "groundtruth.tasks",
+        logging.WARNING,
+        f"Adapted encoder #{encoder.pk} fitted but not switched to: its held-out mined accuracy "
+        f"{encoder.held_out_accuracy_before:.3f} -> {encoder.held_out_accuracy:.3f} "
+        f"({encoder.held_out_query_count} queries) gains {gain:+.3f}, less than ENCODER_ADAPTATION_MIN_GAIN (1); "
+        f"`manage.py encoder_adapt --activate {encoder.pk}` switches to it anyway",
+    ) in caplog.record_tuples
+    assert encoder.held_out_query_count == 51
+    assert cache.get(ADAPTATION_FAILED_KEY) is None  # not a failure: the fitted row holds the next fit back
+    assert encoder_adaptation_due() is False
+
+    # The command applies the same check and says so.
+    with pytest.raises(CommandError) as refused:
+        call_command("encoder_adapt", "--max-queries", "32", stdout=io.StringIO())
+    second = AdaptedEncoder.objects.latest("pk")
+    assert str(refused.value) == (
+        f"Adapted encoder #{second.pk} fitted but not switched to: its held-out mined accuracy "
+        f"{second.held_out_accuracy_before:.3f} -> {second.held_out_accuracy:.3f} ({second.held_out_query_count} "
+        f"queries) gains {round(second.held_out_accuracy - second.held_out_accuracy_before, 4):+.3f}, less than "
+        f"ENCODER_ADAPTATION_MIN_GAIN (1). `manage.py encoder_adapt --activate {second.pk}` switches to it anyway."
+    )
+    assert second.status == AdaptationStatus.FITTED
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [("all-MiniLM-L6-v2", 255)]
+
+    # By hand it switches all the same.
+    call_command("encoder_adapt", "--activate", str(encoder.pk))
+    encoder.refresh_from_db()
+    assert encoder.status == AdaptationStatus.ACTIVE
+    assert [(item.model_name, item.chunks) for item in stored_vectors()] == [(encoder.model_name, 255)]
+
+
+def test_model_fits_have_a_queue_of_their_own_which_the_procfiles_models_worker_serves(settings):
+    """A fit takes minutes of both cores: on the ingest worker's queue it would hold every ingest."""
+    route = celery_app.amqp.router.route
+    assert settings.CELERY_MODELS_QUEUE == f"{settings.CELERY_TASK_DEFAULT_QUEUE}-models"
+    assert route({}, "groundtruth.tasks.encoder_adapt_task")["queue"].name == settings.CELERY_MODELS_QUEUE
+    assert route({}, "groundtruth.tasks.judge_fit_task")["queue"].name == settings.CELERY_MODELS_QUEUE
+    assert route({}, INGEST_REPO_TASK)["queue"].name == settings.CELERY_TASK_DEFAULT_QUEUE
+    models = procfile_command("models", {"CELERY_QUEUE": "acme"})
+    assert models[models.index("--queues") + 1 :][:3] == ["acme-models", "--hostname", "models@%h"]
+    assert models[models.index("--concurrency") + 1] == "1"
+    assert procfile_command("models", {})[models.index("--queues") + 1] == "celery-models"

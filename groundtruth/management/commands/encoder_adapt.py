@@ -8,9 +8,13 @@ staging table while search goes on, and one transaction switches the index and t
 it (`groundtruth/adaptation/switching.py`). Prints the pairs, the time, the training's peak
 resident memory and the held-out mined accuracy before and after.
 
-    manage.py encoder_adapt                 # fit, stage, switch
+    manage.py encoder_adapt                 # fit, stage, switch (if the fit gains enough, below)
     manage.py encoder_adapt --no-switch     # fit only (status fitted)
     manage.py encoder_adapt --activate 7    # stage and switch to encoder 7 (resumes a staging)
+
+The switch follows a fit only when the new model beats the serving one on the held-out mined
+queries by ENCODER_ADAPTATION_MIN_GAIN; otherwise the encoder stays `fitted` (exit status 1, and
+its figures), and `--activate ID` switches to it by hand.
 
 A corpus too small to train on, a failed or over-long training or a failed switch leaves the
 active encoder and the index as they were (exit status 1, and why). One adaptation runs at a
@@ -27,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.adaptation.adaptation_lock import AdaptationRunning, encoder_adaptation_lock
-from groundtruth.adaptation.fitting import EncoderAdaptationOptions, encoder_adapt
+from groundtruth.adaptation.fitting import EncoderAdaptationOptions, adaptation_gain_shortfall, encoder_adapt
 from groundtruth.adaptation.switching import SwitchFailed, encoder_activate
 from groundtruth.embeddings import EmbeddingError
 from groundtruth.models import AdaptationStatus, AdaptedEncoder
@@ -88,6 +92,12 @@ class Command(BaseCommand):
             )
             if options["no_switch"]:
                 return
+            shortfall = adaptation_gain_shortfall(encoder)
+            if shortfall is not None:
+                raise CommandError(
+                    f"Adapted encoder #{encoder.pk} fitted but not switched to: {shortfall}. "
+                    f"`manage.py encoder_adapt --activate {encoder.pk}` switches to it anyway."
+                )
         try:
             switched = encoder_activate(encoder=encoder)
         except (SwitchFailed, EmbeddingError) as exc:
