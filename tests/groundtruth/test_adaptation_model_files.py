@@ -2,7 +2,8 @@
 second host (another ENCODER_ADAPTATION_DIR) restores them byte for byte and embeds as the fitting
 host does; damaged stored files leave no directory, keep search lexical and show in /health; two
 restores at once end with one directory; a switch deletes the stored files of the encoders whose
-files it removes. The "adapted" model is a copy of the packaged one: no training here."""
+files it removes; every process finds the active encoder's directory in one query. The "adapted"
+model is a copy of the packaged one: no training here."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
-from groundtruth.adaptation.active import active_encoder_forget
+from groundtruth.adaptation.active import active_encoder_directory, active_encoder_forget
 from groundtruth.adaptation.model_files import (
     PART_BYTES,
     ModelFilesInvalid,
@@ -232,3 +233,22 @@ def test_a_switch_deletes_the_stored_files_of_the_encoders_whose_files_it_remove
         AdaptationStatus.ACTIVE,
         AdaptationStatus.FITTED,
     ]
+
+
+@pytest.mark.django_db
+def test_every_process_finds_the_active_encoders_directory_in_one_query(settings, tmp_path, django_assert_num_queries):
+    with django_assert_num_queries(1):
+        assert active_encoder_directory(fresh=True) is None  # none active: the configured model
+    # Recorded before files were stored (migration 0012): read where it was fitted.
+    unstored = tmp_path / "fitted-before-0012" / "minilm-adapted"
+    earlier = _encoder(unstored, status=AdaptationStatus.ACTIVE)
+    with django_assert_num_queries(1):
+        assert active_encoder_directory(fresh=True) == str(unstored)
+    AdaptedEncoder.objects.filter(pk=earlier.pk).update(status=AdaptationStatus.RETIRED)
+    _stored_encoder(settings, tmp_path, status=AdaptationStatus.ACTIVE)
+    second = tmp_path / "second-host" / PACKAGED_WEIGHTS_SHA256[:16] / "minilm-adapted"
+
+    with django_assert_num_queries(1):
+        assert active_encoder_directory(fresh=True) == str(second)  # this host's, restored or not
+    with django_assert_num_queries(0):
+        assert active_encoder_directory() == str(second)  # within ENCODER_ACTIVE_CHECK_SECONDS
