@@ -63,7 +63,8 @@ def adapted_models_dir() -> Path:
     return Path(settings.ENCODER_ADAPTATION_DIR or Path(settings.VAR_DIR) / "models" / "adapted")
 
 
-def _local_directory(directory: str) -> Path:
+def restore_directory(directory: str) -> Path:
+    """Where this host keeps (restores) the files of the encoder recorded with `directory`."""
     # The fit keeps a model in <adapted dir>/<weights sha256[:16]>/<model name>: the last two
     # names of the fitting host's path, under this host's adapted dir.
     fitted = Path(directory)
@@ -77,7 +78,7 @@ def _files_stored(encoder_id: int) -> bool:
 def _directory_on_this_host(directory: str, *, files_stored: bool) -> Path:
     if not files_stored:
         return Path(directory)  # recorded before files were stored: where it was fitted
-    return _local_directory(directory)
+    return restore_directory(directory)
 
 
 def _resolved(encoder: AdaptedEncoder) -> tuple[Path, bool]:
@@ -187,17 +188,20 @@ def encoder_model_files_ensure(encoder: AdaptedEncoder) -> Path:
     return directory
 
 
-def model_directory_ensure(*, model_dir: Path) -> None:
+def model_directory_ensure(*, model_dir: Path) -> bool:
     """Restores `model_dir` when it is the directory of an encoder whose files are stored and it
     is missing or incomplete (the embedding backend calls this before it loads a model: it knows
-    the directory, not the encoder). Any other directory is left alone, without a query."""
+    the directory, not the encoder). Any other directory is left alone, without a query when it
+    is not under this host's ENCODER_ADAPTATION_DIR. Returns whether it is an adapted encoder's
+    directory there."""
     if model_dir.parent.parent != adapted_models_dir():
-        return  # the packaged model, EMBEDDING_MODEL, an encoder without stored files
+        return False  # the packaged model, EMBEDDING_MODEL, an encoder fitted elsewhere without stored files
     stored = AdaptedEncoder.objects.filter(Exists(AdaptedEncoderFile.objects.filter(encoder=OuterRef("pk"))))
     for encoder_id, directory in stored.order_by("-pk").values_list("pk", "directory"):
-        if _local_directory(directory) == model_dir:
+        if restore_directory(directory) == model_dir:
             _directory_ensure(encoder_id=encoder_id, directory=model_dir)
-            return
+            break
+    return True
 
 
 def _directory_ensure(*, encoder_id: int, directory: Path) -> None:
