@@ -114,13 +114,37 @@ def ship(args: argparse.Namespace) -> None:
     """The shipped path end to end on a copy of the benchmark database: `encoder_adapt`'s fit
     (mining, the trainer in its child process, the row), then the staging and the switch, each
     timed; `retrieval.py --database TARGET` then asks every question through the active encoder
-    (no EMBEDDING_MODEL: the service picks the active encoder's model itself)."""
-    _database_copy(source=args.source, target=args.target)
+    (no EMBEDDING_MODEL: the service picks the active encoder's model itself).
+
+    Holds the adaptation lock (groundtruth/adaptation/adaptation_lock.py) from before the copy to
+    the end of the switch, as `manage.py encoder_adapt` holds it for its fit, staging and switch:
+    the lock is in the service's Redis and the models under its ENCODER_ADAPTATION_DIR (a switch
+    removes retired encoders' files there), which this run shares with the service on this host.
+    While another adaptation holds it, the run changes nothing (the target's previous copy stays)
+    and exits with status 1, naming the holder."""
     os.environ.pop("EMBEDDING_MODEL", None)
     os.environ["EMBEDDING_RUNTIME"] = "onnx"
-    from benchmarks.benchmark_database import benchmark_database_use
+    from benchmarks.benchmark_database import _server_url, benchmark_database_use
 
-    benchmark_database_use(args.target)
+    # Django set up on the target before the copy, for the lock: it opens no connection until a
+    # query (the copy drops the target, which needs no session on it).
+    os.environ["DATABASE_URL"] = _server_url(args.target)[0]
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+    import django
+
+    django.setup()
+    from groundtruth.adaptation.adaptation_lock import AdaptationRunning, encoder_adaptation_lock
+
+    try:
+        with encoder_adaptation_lock():
+            _database_copy(source=args.source, target=args.target)
+            benchmark_database_use(args.target)
+            _ship_timed()
+    except AdaptationRunning as exc:
+        sys.exit(f"Not run: {exc.detail}")
+
+
+def _ship_timed() -> None:
     from groundtruth.adaptation.fitting import encoder_adapt
     from groundtruth.adaptation.switching import encoder_stage, encoder_switch
 

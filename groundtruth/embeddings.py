@@ -204,16 +204,29 @@ class LocalSentenceTransformer:
 
     def _model_files_restore(self) -> None:
         """An adapted encoder's directory missing on this host is restored from the database
-        first (here, so that a serving process does it in its background preparation)."""
+        first (here, so that a serving process does it in its background preparation); this
+        host's copies of the encoders no host needs any more are removed beside it."""
         from groundtruth.adaptation.model_files import ModelFilesInvalid, model_directory_ensure
 
         try:
-            model_directory_ensure(model_dir=Path(self.model_path))
+            adapted = model_directory_ensure(model_dir=Path(self.model_path))
         except ModelFilesInvalid as exc:
             self.failure = str(exc)
             self._failed_at = time.monotonic()
             self._failed_for_good = True
             raise EmbeddingError(self.failure) from exc
+        if adapted:
+            self._retired_model_copies_remove()
+
+    def _retired_model_copies_remove(self) -> None:
+        # Here, where every process loads an adapted encoder (after a switch, every process loads
+        # the new one): a host that never switches removes its own copies of retired encoders.
+        from groundtruth.adaptation.retired_files import retired_model_copies_remove
+
+        try:
+            retired_model_copies_remove(exports_dir=self.export_cache_dir)
+        except Exception as exc:  # Redis, the database or a file in the way: the model loads all the same
+            logger.warning("Retired encoders' model files not removed from this host: %s", exc)
 
     def _torch_model(self) -> Any:
         from sentence_transformers import SentenceTransformer

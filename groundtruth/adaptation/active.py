@@ -3,10 +3,11 @@ configured one (EMBEDDING_MODEL, else the packaged MiniLM).
 
 Every process embeds queries and chunks with `embedding_backend()`, which asks this module. The
 answer is read from the database at most every ENCODER_ACTIVE_CHECK_SECONDS per process (one
-small indexed query), so a switch reaches every process within that time; until then a process
-still on the previous model finds no vector of its space and answers lexically. Writers that
-must not mix spaces (an ingest inside its index lock) ask with `fresh=True`. When the database
-cannot answer, the last answer stays (the packaged model before any).
+small indexed query: the active row and whether its files are stored), so a switch reaches every
+process within that time; until then a process still on the previous model finds no vector of
+its space and answers lexically. Writers that must not mix spaces (an ingest inside its index
+lock) ask with `fresh=True`. When the database cannot answer, the last answer stays (the packaged
+model before any).
 """
 
 from __future__ import annotations
@@ -33,13 +34,12 @@ def active_encoder_directory(*, fresh: bool = False) -> str | None:
     if fresh or now - checked_at >= settings.ENCODER_ACTIVE_CHECK_SECONDS:
         with _lock:
             try:
-                from groundtruth.adaptation.model_files import encoder_model_directory
-                from groundtruth.models import AdaptationStatus, AdaptedEncoder
+                from groundtruth.adaptation.model_files import active_encoder_model_directory
 
-                active = AdaptedEncoder.objects.filter(status=AdaptationStatus.ACTIVE).only("pk", "directory").first()
                 # This host's directory of it, restored or not: the backend restores it before it
                 # loads the model (in the background in a serving process).
-                _state["directory"] = str(encoder_model_directory(active)) if active is not None else None
+                active = active_encoder_model_directory()
+                _state["directory"] = str(active) if active is not None else None
             except Exception as exc:  # the database is down or not reachable here: keep the last answer
                 logger.debug("Active encoder not read (%s); keeping %s", exc, _state["directory"])
             _state["checked_at"] = now

@@ -37,7 +37,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from groundtruth.models import AdaptedEncoder, AdaptedEncoderFile
+from groundtruth.models import AdaptationStatus, AdaptedEncoder, AdaptedEncoderFile
 
 # Small enough that storing and restoring hold one part at a time (the weights are about 90 MB),
 # large enough that a model is about a hundred rows. Measured (benchmarks/adapted_files.py): 1 MB
@@ -63,7 +63,8 @@ def adapted_models_dir() -> Path:
     return Path(settings.ENCODER_ADAPTATION_DIR or Path(settings.VAR_DIR) / "models" / "adapted")
 
 
-def _local_directory(directory: str) -> Path:
+def restore_directory(directory: str) -> Path:
+    """Where this host keeps (restores) the files of the encoder recorded with `directory`."""
     # The fit keeps a model in <adapted dir>/<weights sha256[:16]>/<model name>: the last two
     # names of the fitting host's path, under this host's adapted dir.
     fitted = Path(directory)
@@ -74,16 +75,37 @@ def _files_stored(encoder_id: int) -> bool:
     return AdaptedEncoderFile.objects.filter(encoder_id=encoder_id).exists()
 
 
+def _directory_on_this_host(directory: str, *, files_stored: bool) -> Path:
+    if not files_stored:
+        return Path(directory)  # recorded before files were stored: where it was fitted
+    return restore_directory(directory)
+
+
 def _resolved(encoder: AdaptedEncoder) -> tuple[Path, bool]:
-    if not _files_stored(encoder.pk):
-        return Path(encoder.directory), False  # recorded before files were stored: where it was fitted
-    return _local_directory(encoder.directory), True
+    stored = _files_stored(encoder.pk)
+    return _directory_on_this_host(encoder.directory, files_stored=stored), stored
 
 
 def encoder_model_directory(encoder: AdaptedEncoder) -> Path:
     """The encoder's model directory on this host, restored or not (`encoder_model_files_ensure`
     restores it): the one definition of where an encoder's files are read."""
     return _resolved(encoder)[0]
+
+
+def active_encoder_model_directory() -> Path | None:
+    """`encoder_model_directory` of the active encoder, or None when none is active, in one query
+    (the row and whether its files are stored together): every process asks this every
+    ENCODER_ACTIVE_CHECK_SECONDS (active.py)."""
+    active = (
+        AdaptedEncoder.objects.filter(status=AdaptationStatus.ACTIVE)
+        .annotate(files_stored=Exists(AdaptedEncoderFile.objects.filter(encoder=OuterRef("pk"))))
+        .values_list("directory", "files_stored")
+        # At most one row is active (a unique constraint): no ordering needed.
+        .order_by()[:1]
+    )
+    for directory, files_stored in active:
+        return _directory_on_this_host(directory, files_stored=files_stored)
+    return None
 
 
 def _model_files(model_dir: Path) -> list[Path]:
@@ -166,17 +188,20 @@ def encoder_model_files_ensure(encoder: AdaptedEncoder) -> Path:
     return directory
 
 
-def model_directory_ensure(*, model_dir: Path) -> None:
+def model_directory_ensure(*, model_dir: Path) -> bool:
     """Restores `model_dir` when it is the directory of an encoder whose files are stored and it
     is missing or incomplete (the embedding backend calls this before it loads a model: it knows
-    the directory, not the encoder). Any other directory is left alone, without a query."""
+    the directory, not the encoder). Any other directory is left alone, without a query when it
+    is not under this host's ENCODER_ADAPTATION_DIR. Returns whether it is an adapted encoder's
+    directory there."""
     if model_dir.parent.parent != adapted_models_dir():
-        return  # the packaged model, EMBEDDING_MODEL, an encoder without stored files
+        return False  # the packaged model, EMBEDDING_MODEL, an encoder fitted elsewhere without stored files
     stored = AdaptedEncoder.objects.filter(Exists(AdaptedEncoderFile.objects.filter(encoder=OuterRef("pk"))))
     for encoder_id, directory in stored.order_by("-pk").values_list("pk", "directory"):
-        if _local_directory(directory) == model_dir:
+        if restore_directory(directory) == model_dir:
             _directory_ensure(encoder_id=encoder_id, directory=model_dir)
-            return
+            break
+    return True
 
 
 def _directory_ensure(*, encoder_id: int, directory: Path) -> None:

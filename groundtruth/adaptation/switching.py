@@ -19,17 +19,15 @@ A failure marks the encoder FAILED with its error; the active encoder and the in
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from groundtruth.adaptation.active import active_encoder_forget
 from groundtruth.adaptation.model_files import encoder_model_directory, encoder_model_files_ensure
+from groundtruth.adaptation.retired_files import model_copies_remove, retired_encoders
 from groundtruth.embeddings import local_embedding_backend, model_exports_dir, packaged_model_path
-from groundtruth.inference.exported_model import ExportFailed, export_directory
 from groundtruth.ingest.index_lock import repository_index_lock
 from groundtruth.models import AdaptationStatus, AdaptedEncoder, AdaptedEncoderFile, Chunk, Repository, StagedVector
 from groundtruth.services import chunk_vectors_embed
@@ -150,41 +148,20 @@ def encoder_switch(*, encoder: AdaptedEncoder) -> int:
 
 
 def _retired_models_remove() -> None:
-    """The model files of retired encoders, but the most recently retired (a switch back needs it),
-    on this host and in the database, and this host's ONNX exports of them (another host's copies
-    and exports stay: each keeps them in its own VAR_DIR). The packaged model's files and export
-    are never removed, nor those of an encoder not retired."""
-    retired = list(AdaptedEncoder.objects.filter(status=AdaptationStatus.RETIRED).order_by("-status_changed_at"))
-    not_retired = list(AdaptedEncoder.objects.exclude(status=AdaptationStatus.RETIRED).only("pk", "directory"))
+    """The model files of the encoders no host needs any more (retired_files.py: retired before the
+    most recently retired one), on this host and in the database, and this host's ONNX exports of
+    them (other hosts remove their own copies when they next load the active model). The packaged
+    model's files and export are never removed, nor those of an encoder not retired."""
+    no_longer_needed, still_needed = retired_encoders()
     # Compared as this host's directories (model_files.py): two encoders of the same weights
     # fitted into the same directory share it.
-    kept = {*(encoder_model_directory(encoder) for encoder in [*not_retired, *retired[:1]]), packaged_model_path()}
-    removed_encoders = [encoder for encoder in retired[1:] if encoder_model_directory(encoder) not in kept]
+    kept = {*(encoder_model_directory(encoder) for encoder in still_needed), packaged_model_path()}
+    removed_encoders = [encoder for encoder in no_longer_needed if encoder_model_directory(encoder) not in kept]
     # Resolved before the stored files go: an encoder without them is read where it was fitted.
     removed = list(dict.fromkeys(encoder_model_directory(encoder) for encoder in removed_encoders))
     # The rows before the files: once they are gone no host restores the files again.
     AdaptedEncoderFile.objects.filter(encoder__in=removed_encoders).delete()
-    if not removed:
-        return
-    # An export is named by its model directory's name and weights: a kept model with the same
-    # weights (fitted again into another ENCODER_ADAPTATION_DIR) uses the same one, which stays.
-    kept_exports = {_export_of(directory) for directory in kept}
-    for directory in removed:
-        # Derived before the model files go: the name needs the weights' sha256.
-        export = _export_of(directory)
-        if export is not None and export not in kept_exports and export.is_dir():
-            shutil.rmtree(export, ignore_errors=True)
-            logger.info("Removed the ONNX export %s of the retired encoder in %s", export, directory)
-        shutil.rmtree(directory.parent, ignore_errors=True)
-
-
-def _export_of(model_dir: Path) -> Path | None:
-    """This host's ONNX export directory of the model in `model_dir` (exported or not), or None
-    when its weights are gone (removed by an earlier switch, or never on this host)."""
-    try:
-        return export_directory(model_dir=model_dir, cache_dir=model_exports_dir())
-    except ExportFailed:
-        return None
+    model_copies_remove(removed=removed, kept=kept, exports_dir=model_exports_dir())
 
 
 def encoder_activate(*, encoder: AdaptedEncoder, progress: Callable[[int, int], None] | None = None) -> int:

@@ -10,9 +10,12 @@ import dataclasses
 import hashlib
 import io
 import logging
+import os
 import shutil
+import socket
 import time
-from datetime import timedelta
+from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +26,7 @@ from django.utils import timezone
 from safetensors.numpy import load_file, save_file
 
 from agentplatform.celery import app as celery_app
+from agentplatform.plumbing.cache_locks import LockHolder
 from agentplatform.plumbing.errors import InvalidInput
 from groundtruth.adaptation.active import active_encoder_forget
 from groundtruth.adaptation.adaptation_lock import ENCODER_ADAPT_LOCK, encoder_adaptation_lock
@@ -567,7 +571,6 @@ def test_an_adaptation_while_another_holds_the_lock_is_refused_at_once_and_chang
     settings.ENCODER_ADAPTATION_DIR = str(tmp_path / "adapted")
     _helpdesk_indexed()
     encoder = _encoder(other_model_dir)
-    refused = "Another adaptation of the encoder (a fit, a staging or a switch) is running; nothing was changed."
 
     def state() -> tuple:
         return (
@@ -579,6 +582,13 @@ def test_an_adaptation_while_another_holds_the_lock_is_refused_at_once_and_chang
 
     with encoder_adaptation_lock():  # as a task or a command in another process: the same cache key
         before = state()
+        holder = LockHolder.parse(before[3])
+        assert holder is not None
+        refused = (
+            "Another adaptation of the encoder (a fit, a staging or a switch) is running, held by "
+            f"{socket.gethostname()} pid {os.getpid()} since {holder.taken_at:%Y-%m-%d %H:%M:%S} UTC, "
+            f"token {holder.token}; nothing was changed."
+        )
         for arguments in ([], ["--no-switch"], ["--activate", str(encoder.pk)]):
             with pytest.raises(CommandError) as refusal:
                 call_command("encoder_adapt", *arguments)
@@ -588,9 +598,9 @@ def test_an_adaptation_while_another_holds_the_lock_is_refused_at_once_and_chang
         # Nothing changed, the lock included: a refused command does not release the holder's lock.
         assert state() == before
 
-    holder_token = before[3]  # the holder's own (cache_locks.py), so that only it releases the lock
-    assert isinstance(holder_token, str) and len(holder_token) == 32 and int(holder_token, 16) >= 0
-    assert before == ([(encoder.pk, AdaptationStatus.FITTED, 0, "")], 0, [("all-MiniLM-L6-v2", 5)], holder_token)
+    # The holder's own value (cache_locks.py), so that only it releases the lock.
+    assert (holder.host, holder.pid, len(holder.token)) == (socket.gethostname(), os.getpid(), 32)
+    assert before == ([(encoder.pk, AdaptationStatus.FITTED, 0, "")], 0, [("all-MiniLM-L6-v2", 5)], holder.value())
     assert not (tmp_path / "adapted").exists()
     assert caplog.record_tuples == [("groundtruth.tasks", logging.INFO, f"Encoder not adapted: {refused}")]
     # Released by its holder; a command takes it and releases it however it ends.
@@ -598,6 +608,63 @@ def test_an_adaptation_while_another_holds_the_lock_is_refused_at_once_and_chang
     with pytest.raises(CommandError, match=r"^No adapted encoder #999999\.$"):
         call_command("encoder_adapt", "--activate", "999999")
     assert cache.get(ENCODER_ADAPT_LOCK) is None
+
+
+def _encoder_adapt_output(*arguments: str) -> str:
+    out = io.StringIO()
+    call_command("encoder_adapt", *arguments, stdout=out)
+    return out.getvalue()
+
+
+# A holder on another host whose process died: only its value is left in Redis. (docs/operations.md,
+# "A stuck adaptation lock", shows the outputs these give.)
+DEAD_HOLDER = LockHolder(
+    host="worker-2", pid=4242, taken_at=datetime(2026, 11, 27, 9, 30, 5, tzinfo=UTC), token="ab" * 16
+)
+DEAD_HOLDER_NAMED = f"worker-2 pid 4242 since 2026-11-27 09:30:05 UTC, token {'ab' * 16}"
+
+
+def test_the_lock_status_names_the_holder_and_a_broken_lock_lets_the_next_adaptation_in():
+    assert _encoder_adapt_output("--lock-status") == "free\n"
+    assert _encoder_adapt_output("--break-lock") == "free\n"  # nothing held it: nothing deleted
+    assert cache.add(ENCODER_ADAPT_LOCK, DEAD_HOLDER.value(), timeout=3600)
+
+    assert _encoder_adapt_output("--lock-status") == f"held by {DEAD_HOLDER_NAMED}\n"
+    with pytest.raises(CommandError) as refusal:
+        call_command("encoder_adapt", "--activate", "1")
+    assert (str(refusal.value), refusal.value.returncode) == (
+        "Another adaptation of the encoder (a fit, a staging or a switch) is running, held by "
+        f"{DEAD_HOLDER_NAMED}; nothing was changed.",
+        1,
+    )
+    assert cache.get(ENCODER_ADAPT_LOCK) == DEAD_HOLDER.value()  # neither the status nor a refusal touch it
+
+    assert _encoder_adapt_output("--break-lock") == f"broken: it was held by {DEAD_HOLDER_NAMED}\n"
+
+    assert cache.get(ENCODER_ADAPT_LOCK) is None
+    assert _encoder_adapt_output("--lock-status") == "free\n"
+    with encoder_adaptation_lock():  # the next adaptation takes it at once
+        holder = LockHolder.parse(cache.get(ENCODER_ADAPT_LOCK))
+        assert holder is not None and (holder.host, holder.pid) == (socket.gethostname(), os.getpid())
+        assert _encoder_adapt_output("--lock-status") == f"held by {holder}\n"
+    assert _encoder_adapt_output("--lock-status") == "free\n"
+
+
+def test_a_holder_whose_lock_was_broken_does_not_release_the_next_holders():
+    with ExitStack() as first:
+        first.enter_context(encoder_adaptation_lock())
+        broken = _encoder_adapt_output("--break-lock")  # wrongly: this holder was alive
+        with encoder_adaptation_lock():  # the next one takes it...
+            taken_next = cache.get(ENCODER_ADAPT_LOCK)
+            first.close()  # ...and the first one ends while it runs: its release finds another's value
+            assert cache.get(ENCODER_ADAPT_LOCK) == taken_next
+        assert cache.get(ENCODER_ADAPT_LOCK) is None  # released by its own holder
+    assert broken.startswith(f"broken: it was held by {socket.gethostname()} pid {os.getpid()} since ")
+
+
+def test_lock_status_and_break_lock_are_not_given_together():
+    with pytest.raises(CommandError, match=r"not allowed with argument --lock-status"):
+        call_command("encoder_adapt", "--lock-status", "--break-lock")
 
 
 @pytest.mark.django_db

@@ -11,6 +11,8 @@ resident memory and the held-out mined accuracy before and after.
     manage.py encoder_adapt                 # fit, stage, switch (if the fit gains enough, below)
     manage.py encoder_adapt --no-switch     # fit only (status fitted)
     manage.py encoder_adapt --activate 7    # stage and switch to encoder 7 (resumes a staging)
+    manage.py encoder_adapt --lock-status   # who holds the adaptation lock, or "free"
+    manage.py encoder_adapt --break-lock    # delete it (its holder's process is known to be dead)
 
 The switch follows a fit only when the new model beats the serving one on the held-out mined
 queries by ENCODER_ADAPTATION_MIN_GAIN; otherwise the encoder stays `fitted` (exit status 1, and
@@ -19,7 +21,8 @@ its figures), and `--activate ID` switches to it by hand.
 A corpus too small to train on, a failed or over-long training or a failed switch leaves the
 active encoder and the index as they were (exit status 1, and why). One adaptation runs at a
 time: while `encoder_adapt_task` or another `encoder_adapt` holds the lock
-(`groundtruth/adaptation/adaptation_lock.py`), the command changes nothing and exits with status 1.
+(`groundtruth/adaptation/adaptation_lock.py`), the command changes nothing and exits with status 1,
+naming the holder. `--lock-status` and `--break-lock` do nothing else and exit with status 0.
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentplatform.plumbing.errors import InvalidInput
-from groundtruth.adaptation.adaptation_lock import AdaptationRunning, encoder_adaptation_lock
+from groundtruth.adaptation.adaptation_lock import (
+    AdaptationRunning,
+    encoder_adaptation_lock,
+    encoder_adaptation_lock_break,
+    encoder_adaptation_lock_holder,
+)
 from groundtruth.adaptation.fitting import EncoderAdaptationOptions, adaptation_gain_shortfall, encoder_adapt
 from groundtruth.adaptation.switching import SwitchFailed, encoder_activate
 from groundtruth.embeddings import EmbeddingError
@@ -52,8 +60,26 @@ class Command(BaseCommand):
         parser.add_argument("--passage-tokens", type=int, default=defaults.passage_tokens)
         parser.add_argument("--no-switch", action="store_true", help="fit only; the index stays as it is")
         parser.add_argument("--activate", type=int, metavar="ID", help="stage and switch to this fitted encoder")
+        lock = parser.add_mutually_exclusive_group()
+        lock.add_argument(
+            "--lock-status", action="store_true", help='print who holds the adaptation lock, or "free"; nothing else'
+        )
+        lock.add_argument(
+            "--break-lock",
+            action="store_true",
+            help="delete the adaptation lock, printing whose it was; only when its holder's process is known to be "
+            "dead (a live one would run beside the next adaptation)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["lock_status"]:
+            holder = encoder_adaptation_lock_holder()
+            self.stdout.write("free" if holder is None else f"held by {holder}")
+            return
+        if options["break_lock"]:
+            holder = encoder_adaptation_lock_break()
+            self.stdout.write("free" if holder is None else f"broken: it was held by {holder}")
+            return
         try:
             with encoder_adaptation_lock():
                 self._adapt(options)
