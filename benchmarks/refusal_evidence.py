@@ -39,6 +39,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from benchmarks.evaluation_sets import TOP, EvaluationSet, repository_format
 from benchmarks.refusal_calibration import (
@@ -54,7 +55,10 @@ from benchmarks.refusal_calibration import (
     variant_measure,
 )
 
-CANDIDATES = ("known_scope", "heading_corpus_quantile", "sentence_similarity", "word_drop")
+CANDIDATES = ("known_scope", "heading_corpus_quantile", "sentence_similarity", "word_drop", "word_matched")
+# How many of the first results `word_matched` reads, and up to how many tokens each.
+UNMATCHED_RESULTS = 3
+UNMATCHED_TOKENS = 256
 # A sentence needs this many words of two letters or more to be compared (not a code line or a
 # lone link).
 SENTENCE_WORDS_MIN = 3
@@ -140,8 +144,13 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
 
     features["sentence_similarity"] = 0.0
     features["word_drop"] = 0.0
+    features["word_matched"] = 0.0
     if not outcome.hits or outcome.embedding is None:
         return features
+    firsts = Chunk.objects.in_bulk([hit.chunk.pk for hit in outcome.hits[:UNMATCHED_RESULTS]])
+    features["word_matched"] = word_matched(
+        question, [firsts[hit.chunk.pk].text for hit in outcome.hits[:UNMATCHED_RESULTS]]
+    )
     question_vector = outcome.embedding.vector
     first = Chunk.objects.only("text", "embedding").get(pk=outcome.hits[0].chunk.pk)
     backend = embedding_backend()
@@ -156,6 +165,42 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
         base = _cosine(question_vector, first.embedding)
         features["word_drop"] = -max(_cosine(vector, first.embedding) - base for vector in backend.embed(variants))
     return features
+
+
+def word_matched(question: str, passages: list[str]) -> float:
+    """The weakest match of one of the question's words in the passages: each word that
+    carries a lexeme scores the mean, over its word pieces, of each piece's best cosine with a
+    token of the passages (MiniLM's contextual token vectors), and the lowest word score counts.
+    A question about something the passages lack names it with a word nothing there resembles
+    ("AWS Lambda", "websockets", "emacs"); a paraphrase's own words ("hangs forever" for "stuck")
+    still find a neighbour in MiniLM's space, which a lexical test would miss."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend
+    from groundtruth.search.lexical_index import texts_lexemes
+
+    backend = embedding_backend()
+    assert isinstance(backend, LocalSentenceTransformer)  # token vectors: the local model on ONNX Runtime
+    question_tokens, *passage_tokens = backend.token_vectors([question, *passages], max_tokens=UNMATCHED_TOKENS)
+    if not passage_tokens or question_tokens.shape[0] == 0:
+        return 0.0
+    best = (question_tokens @ np.concatenate(passage_tokens).T).max(axis=1)
+    encoding = Tokenizer.from_file(str(Path(backend.model_path) / "tokenizer.json")).encode(question)
+    # The rows of `token_vectors` are the encoding's pieces without [CLS] (and [SEP]).
+    words: dict[int, list[int]] = {}
+    for row, word in enumerate(encoding.word_ids[1 : 1 + len(best)]):
+        if word is not None:
+            words.setdefault(word, []).append(row)
+    # Offsets of the word's first and last pieces (one sequence: no pair to choose from).
+    texts = {
+        word: question[encoding.offsets[rows[0] + 1][0] : encoding.offsets[rows[-1] + 1][1]]
+        for word, rows in words.items()
+    }
+    carrying = [word for word, lexemes in zip(texts, texts_lexemes(list(texts.values())), strict=True) if lexemes]
+    if not carrying:
+        return 0.0
+    return min(float(best[words[word]].mean()) for word in carrying)
 
 
 def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
@@ -206,7 +251,9 @@ def variants() -> list[Variant]:
             "heading -> sentence, named_known -> known_scope",
             replaced("named_known", "known_scope", replaced("heading_similarity", "sentence_similarity")),
         ),
-        Variant("+ all four candidates", (*today, *CANDIDATES)),
+        Variant("+ word_matched", (*today, "word_matched")),
+        Variant("+ word_matched, sentence_similarity", (*today, "word_matched", "sentence_similarity")),
+        Variant("+ all five candidates", (*today, *CANDIDATES)),
     ]
 
 

@@ -49,7 +49,12 @@ class JudgeFitOptions:
     queries_per_repository: int | None = 60
     negatives: int = 3
     refusal_share: float = 0.05
-    passage_tokens: int = 128
+    # 64 halves the judge's ONNX time at query time against 128 (the cost /ask pays for every
+    # judged question) and moves nothing that decides: on the development set its refusal
+    # thresholds catch and refuse the same questions, and its order mixed with today's relevance
+    # (SEARCH_JUDGE_RELEVANCE_WEIGHT) ranks the same; read alone it loses on Markdown
+    # (docs/ground-truth-judge.md, "Figures: cost").
+    passage_tokens: int = 64
     # 0: MiniLM's own token space, no projection fitted. Measured on psf/requests and
     # Homebrew/brew (docs/ground-truth-judge.md), 30 epochs of projection scored the held-out
     # mined queries worse (0.500 against 0.667) and cost most of the fit's time.

@@ -460,7 +460,7 @@ def test_a_judge_fitted_on_a_corpus_is_stored_with_its_calibration_and_decides_r
     assert artifact.piece_weights.shape == (30522,)
     mined = pairs_mine(repositories=[repository], negatives=3, queries_per_repository=60, seed=0)
     held_out = [item for index, item in enumerate(mined) if index % 5 == 0]
-    scored = held_out_score(artifact, mined_tokenise(held_out, passage_tokens=128))
+    scored = held_out_score(artifact, mined_tokenise(held_out, passage_tokens=JudgeFitOptions().passage_tokens))
     separating = separating_score([item.positive for item in scored], [n for item in scored for n in item.negatives])
     assert row.thresholds == {"acme/handbook": np.floor(separating * 10000) / 10000}
     assert row.default_threshold == row.thresholds["acme/handbook"]
