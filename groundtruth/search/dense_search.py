@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,9 @@ def dense_session_statements() -> list[str]:
     repository_id btree (or a bitmap scan) feeding a sort of every chunk's distance: a median 43 ms
     against 3 ms by the HNSW indexes on those 3,000 chunks (docs/inference.md). The HNSW scans are
     the only plan of the two CTEs without a disabled node, so PostgreSQL (18) always takes them;
-    the outer ORDER BY still sorts (nothing else can). The rest of the search's transaction reads
-    by primary key, unordered, or groups into sets, so nothing else loses by either setting."""
+    the outer ORDER BY still sorts (nothing else can). Every other query loses by them: the
+    lexical leg's BM25 query ran 86 ms p50 under them against 14 ms without (100,000 chunks,
+    benchmarks/search.py's database), so `dense_candidates` holds them for its own query only."""
     return [
         "SELECT "
         "set_config('enable_seqscan', 'off', true), "
@@ -89,34 +90,40 @@ def dense_session_statements() -> list[str]:
 
 
 def dense_candidates(
-    *, embedding: list[float], model_name: str, repository_ids: list[int], depth: int, session_ready: bool = False
+    *, embedding: list[float], model_name: str, repository_ids: list[int], depth: int
 ) -> list[DenseHit]:
     """The chunks among the `depth` nearest passages or the `depth` nearest titles to
     `embedding` (of chunks embedded by `model_name`), nearest passage first.
 
-    Must run inside a transaction (the HNSW settings are transaction-local). `session_ready`:
-    the caller ran dense_session_statements() in it already (hybrid_search, in the round trip
-    that opens its snapshot).
+    Must run inside a transaction (the HNSW settings are transaction-local). They are set in a
+    savepoint rolled back once the rows are read: rolling a savepoint back undoes the settings
+    made in it, so the rest of the caller's transaction (the other leg, the chunk fetch) plans
+    as PostgreSQL would. Two round trips more than setting them for the whole transaction.
     """
     if not repository_ids:
         return []
-    with connection.cursor() as cursor:
-        for statement in [] if session_ready else dense_session_statements():
-            cursor.execute(statement)
-        cursor.execute(
-            dense_search_sql(dimension=len(embedding)),
-            {
-                "embedding": vector_literal(embedding),
-                "repository_ids": repository_ids,
-                "model": model_name,
-                "depth": depth,
-            },
-        )
-        return [
-            DenseHit(
-                chunk_id=chunk_id,
-                similarity=1.0 - float(distance),
-                heading_similarity=None if heading_distance is None else 1.0 - float(heading_distance),
+    savepoint = transaction.savepoint()
+    try:
+        with connection.cursor() as cursor:
+            for statement in dense_session_statements():
+                cursor.execute(statement)
+            cursor.execute(
+                dense_search_sql(dimension=len(embedding)),
+                {
+                    "embedding": vector_literal(embedding),
+                    "repository_ids": repository_ids,
+                    "model": model_name,
+                    "depth": depth,
+                },
             )
-            for chunk_id, distance, heading_distance in cursor.fetchall()
-        ]
+            rows = cursor.fetchall()
+    finally:
+        transaction.savepoint_rollback(savepoint)
+    return [
+        DenseHit(
+            chunk_id=chunk_id,
+            similarity=1.0 - float(distance),
+            heading_similarity=None if heading_distance is None else 1.0 - float(heading_distance),
+        )
+        for chunk_id, distance, heading_distance in rows
+    ]

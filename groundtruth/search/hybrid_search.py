@@ -19,7 +19,7 @@ from groundtruth.embeddings import EmbeddingError
 from groundtruth.judge.scoring import ActiveJudge, judge_in_use, passages_judge
 from groundtruth.models import Chunk, Repository
 from groundtruth.search.citations import citation_for
-from groundtruth.search.dense_search import DenseHit, dense_candidates, dense_session_statements
+from groundtruth.search.dense_search import DenseHit, dense_candidates
 from groundtruth.search.fusion import (
     FusedHit,
     FusionParameters,
@@ -113,22 +113,18 @@ def search_scope_resolve(*, names: list[str] | None, visible: QuerySet[Repositor
 
 
 @contextlib.contextmanager
-def _consistent_snapshot(*, session_statements: list[str]) -> Iterator[None]:
+def _consistent_snapshot() -> Iterator[None]:
     """One snapshot for both legs and the chunk fetch: an ingest committing between them could
     otherwise swap the chunks that a leg just returned. REPEATABLE READ when we open the
-    transaction; inside an outer one (tests, callers) its snapshot rules. `session_statements`
-    (transaction-local settings) run first, sent with the SET TRANSACTION in one round trip (a
-    statement without parameters goes by the simple query protocol, which takes several)."""
+    transaction; inside an outer one (tests, callers) its snapshot rules. (The dense leg's
+    planner settings are its own: dense_search.dense_candidates.)"""
     if connection.in_atomic_block:
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                for statement in session_statements:
-                    cursor.execute(statement)
             yield
         return
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("; ".join(["SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", *session_statements]))
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         yield
 
 
@@ -262,8 +258,7 @@ def chunk_search(
     judge_depth = max(settings.SEARCH_JUDGE_DEPTH, limit)
     depth = max(settings.SEARCH_CANDIDATE_DEPTH, limit)
     repository_ids = [repository.pk for repository in repositories]
-    dense_leg = embedding is not None and bool(repository_ids)
-    with _consistent_snapshot(session_statements=dense_session_statements() if dense_leg else []):
+    with _consistent_snapshot():
         lexical_query = lexical_query_build(text=query)
         lexical_hits = lexical_candidates(query=lexical_query, repository_ids=repository_ids, depth=depth)
         dense_hits = (
@@ -272,7 +267,6 @@ def chunk_search(
                 model_name=embedding.model_name,
                 repository_ids=repository_ids,
                 depth=depth,
-                session_ready=True,
             )
             if embedding is not None
             else []

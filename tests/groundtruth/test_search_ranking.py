@@ -210,6 +210,48 @@ def test_the_dense_leg_takes_its_two_hnsw_indexes_even_on_a_small_table():
     ), plan
 
 
+def test_the_dense_legs_planner_settings_hold_for_its_own_query_only():
+    """Under enable_seqscan and enable_sort off the lexical leg's BM25 query ran 86 ms p50 against
+    14 ms (100,000 chunks): the dense leg sets them in a savepoint it rolls back, so the search's
+    other queries, before it and after it, plan as PostgreSQL would. What the settings were
+    while the dense query ran is read back by the query itself."""
+    repository = RepositoryFactory(name="acme/handbook")
+    chunks_index(repository, HANDBOOK)
+    embedding = query_embed(text="Which Redis broker do workers use?")
+
+    def in_force() -> tuple[str, str, str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('enable_seqscan'), current_setting('enable_sort'), "
+                "current_setting('hnsw.iterative_scan')"
+            )
+            return cursor.fetchone()
+
+    with transaction.atomic():
+        before = in_force()
+        with CaptureQueriesContext(connection) as queries:
+            hits = dense_candidates(
+                embedding=embedding.vector, model_name=embedding.model_name, repository_ids=[repository.pk], depth=5
+            )
+        after = in_force()
+
+    assert before == after == ("on", "on", "off")
+    assert len(hits) == 5
+    assert [query["sql"].split()[0] for query in queries.captured_queries] == [
+        "SAVEPOINT",
+        "SELECT",
+        "WITH",
+        "ROLLBACK",
+    ]
+    assert "set_config('enable_seqscan', 'off', true)" in queries.captured_queries[1]["sql"]
+
+    # The whole search leaves them as it found them too, inside a caller's transaction.
+    with transaction.atomic():
+        outcome = chunk_search(query="Which Redis broker do workers use?", repositories=[repository], limit=3)
+        assert in_force() == ("on", "on", "off")
+    assert len(outcome.hits) == 3
+
+
 def test_a_strongly_matching_community_passage_outranks_a_weakly_matching_canonical_one(settings):
     handbook = RepositoryFactory(name="acme/handbook", trust="canonical")
     community = RepositoryFactory(name="acme/community", trust="community")
