@@ -24,6 +24,17 @@ service's own path (groundtruth/adaptation/, docs/ground-truth-adaptation.md) on
     # question through the active encoder (no EMBEDDING_MODEL: the service reads it from the row)
     nice -n 5 .venv/bin/python benchmarks/adapted_encoder.py ship --target gt_shipped
     nice -n 5 .venv/bin/python benchmarks/retrieval.py --eval-set ../shared/eval-dev --no-ferrite --database gt_shipped
+    # questions naming a concept their passage lacks, taught to score lower (measured, not shipped:
+    # docs/ground-truth-judge.md, "Foreign concepts in the adaptation"); the same pairs without them
+    # (one mined negative each) are the baseline, fitted and measured alike
+    nice -n 5 .venv/bin/python benchmarks/adapted_encoder.py fit --pairs var/adapt/pairs-n1.json --negatives 1 \
+        --out var/adapt/model-plain
+    .venv/bin/python benchmarks/adapted_encoder.py foreign-pairs --pairs var/adapt/pairs-n1.json \
+        --out var/adapt/pairs-foreign.json
+    nice -n 5 .venv/bin/python benchmarks/adapted_encoder.py fit --pairs var/adapt/pairs-foreign.json \
+        --out var/adapt/model-foreign
+    # then, for each model: reembed --model var/adapt/model-X --target gt_adapt_X, and
+    # EMBEDDING_MODEL=$PWD/var/adapt/model-X retrieval.py ... --database gt_adapt_X --refusal-evidence
     # per-corpus refusal calibrations with the adapted evidence (refusal_calibration.py)
     EMBEDDING_MODEL=$PWD/var/adapt/model-seed0 nice -n 5 .venv/bin/python benchmarks/retrieval.py \\
         --eval-set ../shared/eval-dev --no-ferrite --database gt_adapt --refusal-calibration
@@ -47,6 +58,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -93,6 +105,52 @@ def fit(args: argparse.Namespace) -> None:
     command += ["--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate)]
     command += ["--passage-tokens", str(args.passage_tokens), "--threads", str(args.threads)]
     sys.exit(subprocess.run(command, cwd=ROOT, check=False).returncode)
+
+
+_TEMPLATE_TITLE = re.compile(r"^(?:How do I use|What is) (.*) in \S+\?$")
+
+
+def _title_of(record: dict) -> str:
+    """A mined record's own title: inside a template question, else the last part of its path."""
+    for query in record["queries"]:
+        if match := _TEMPLATE_TITLE.match(query):
+            return match.group(1)
+    return record["queries"][0].split(": ")[-1].strip().rstrip("?")
+
+
+def foreign_pairs(args: argparse.Namespace) -> None:
+    """The mined pairs plus, for a seeded --share of the training records, one record that teaches
+    a question naming a concept its passage lacks to score below the question without it: the
+    passage as the anchor, one of the section's own queries as the positive, and the same query
+    "with <the title of a section of another repository>" as the negative. Users' unanswerable
+    questions are often an answerable one plus a concept the documentation does not have ("deploy
+    spiders as an AWS Lambda function"). No question of an evaluation set is read."""
+    import random
+
+    records = json.loads(args.pairs.read_text())
+    rng = random.Random(args.seed)
+    by_repository: dict[str, list[dict]] = {}
+    for record in records:
+        by_repository.setdefault(record["repository"], []).append(record)
+    added = []
+    for record in records:
+        if record["held_out"] or rng.random() >= args.share:
+            continue
+        others = [other for name, items in by_repository.items() if name != record["repository"] for other in items]
+        foreign = _title_of(rng.choice(others))
+        query = rng.choice(record["queries"]).rstrip("?")
+        asked = f"{query}?" if record["queries"][0].endswith("?") else query
+        added.append(
+            {
+                "repository": record["repository"],
+                "held_out": False,
+                "queries": [record["positive"]],
+                "positive": asked,
+                "negatives": [f"{query} with {foreign}?"],
+            }
+        )
+    args.out.write_text(json.dumps(records + added))
+    print(f"{len(records)} mined records and {len(added)} with a foreign concept written to {args.out}")
 
 
 def _database_copy(*, source: str, target: str) -> None:
@@ -365,6 +423,11 @@ def main() -> None:
     fit_parser.add_argument(
         "--pairs", type=Path, required=True, help="the mined pairs as JSON: read if it exists, else written"
     )
+    foreign_parser = commands.add_parser("foreign-pairs")
+    foreign_parser.add_argument("--pairs", type=Path, required=True, help="mined pairs (`fit --pairs` writes them)")
+    foreign_parser.add_argument("--out", type=Path, required=True)
+    foreign_parser.add_argument("--share", type=float, default=0.5, help="of the training records")
+    foreign_parser.add_argument("--seed", type=int, default=0)
     reembed_parser = commands.add_parser("reembed")
     reembed_parser.add_argument("--model", type=Path, required=True)
     reembed_parser.add_argument("--source", default="gt_bench_retrieval")
@@ -388,6 +451,7 @@ def main() -> None:
     args = parser.parse_args()
     {
         "fit": fit,
+        "foreign-pairs": foreign_pairs,
         "reembed": reembed,
         "ship": ship,
         "features": features_report,

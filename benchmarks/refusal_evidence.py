@@ -237,6 +237,7 @@ def variants() -> list[Variant]:
 
     return [
         Variant("today", today),
+        Variant("+ similarity", (*today, "similarity")),
         Variant("+ known_scope", (*today, "known_scope")),
         Variant("named_known -> known_scope", replaced("named_known", "known_scope")),
         Variant("+ sentence_similarity", (*today, "sentence_similarity")),
