@@ -165,7 +165,10 @@ def encoder_adapt_task() -> int | None:
         logger.info("Encoder not adapted: %s", exc.detail)
         return None
     except ApplicationError as exc:
-        logger.warning("Encoder not adapted: %s", exc.detail)
+        # A corpus too small to adapt to (a demo, a first repository) is the service working as
+        # it should, on by default: said, not warned of. A training that failed is a fault.
+        level = logging.INFO if exc.code == "adaptation_corpus_too_small" else logging.WARNING
+        logger.log(level, "Encoder not adapted: %s", exc.detail)
         adaptation_failure_record(reason=exc.code)
         return None
     except (SwitchFailed, EmbeddingError) as exc:

@@ -515,7 +515,7 @@ def test_the_adaptation_task_on_a_tiny_corpus_logs_why_and_changes_nothing(setti
     assert [(item.model_name, item.chunks) for item in stored_vectors()] == [("all-MiniLM-L6-v2", 5)]
     assert (
         "groundtruth.tasks",
-        logging.WARNING,
+        logging.INFO,
         "Encoder not adapted: Too little documentation to adapt the encoder to: 4 sections with a title and a "
         "text were found, 4 to train on (at least 200 needed); the current encoder stays in use.",
     ) in caplog.record_tuples
