@@ -128,6 +128,10 @@ def test_the_arbiter_loads_the_embedding_model_once_and_every_worker_a_replaced_
     ready = "embedding backend ready: local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
     with gunicorn_server(environment=environment, log_path=log_path, workers=2) as base_url:
         health = httpx.get(f"{base_url}/health", timeout=20).json()
+        # The first worker up answers; on a loaded machine the second may not have booted yet.
+        deadline = time.monotonic() + 30
+        while log_path.read_text().count("Booting worker") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
         booted = [int(line.rsplit(" ", 1)[1]) for line in log_path.read_text().splitlines() if "Booting worker" in line]
         os.kill(booted[0], signal.SIGKILL)  # the arbiter forks a replacement, model loaded
         deadline = time.monotonic() + 30
