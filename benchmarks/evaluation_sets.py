@@ -73,6 +73,7 @@ def eval_dev_load(directory: Path, *, only: set[str] | None = None) -> Evaluatio
         if folder.is_dir() and (only is None or folder.name.replace("__", "/", 1) in only)
     ]
     names = [repository.name for repository in repositories]
+    _FORMATS_SEEN.update({repository.name: corpus_format(repository.directory) for repository in repositories})
     entries = [json.loads(line) for line in (directory / "questions.jsonl").read_text().splitlines() if line.strip()]
     questions = []
     unassigned = 0
@@ -161,5 +162,18 @@ MARKDOWN_REPOSITORIES = {
 }
 
 
+# Formats read from the files of the sets loaded (`eval_dev_load`): another set's repositories are
+# grouped by what they hold, not by the development set's list.
+_FORMATS_SEEN: dict[str, str] = {}
+
+
+def corpus_format(directory: Path) -> str:
+    """ "Markdown" when a corpus holds more Markdown files than reStructuredText ones."""
+    markdown = sum(1 for _ in directory.rglob("*.md"))
+    return "Markdown" if markdown > sum(1 for _ in directory.rglob("*.rst")) else "rst"
+
+
 def repository_format(name: str) -> str:
+    if name in _FORMATS_SEEN:
+        return _FORMATS_SEEN[name]
     return "Markdown" if name in MARKDOWN_REPOSITORIES else "rst"

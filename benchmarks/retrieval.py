@@ -776,6 +776,17 @@ def main() -> None:
         "(refusal_evidence.py)",
     )
     parser.add_argument(
+        "--assessed-out",
+        type=Path,
+        help="with --refusal-evidence: write every question's features as JSON lines (for --transfer-check)",
+    )
+    parser.add_argument(
+        "--transfer-check",
+        type=Path,
+        help="with --refusal-evidence: a file --assessed-out wrote on another set; each variant is also fitted on"
+        " this set and measured on that one",
+    )
+    parser.add_argument(
         "--features-out",
         type=Path,
         help="write every answer's evidence features of the shipped run as JSON lines, for studying the model",
@@ -819,7 +830,7 @@ def main() -> None:
     if args.refusal_evidence:
         from benchmarks.refusal_evidence import refusal_evidence_measure
 
-        refusal_evidence_measure(evaluation)
+        refusal_evidence_measure(evaluation, assessed_out=args.assessed_out, transfer_from=args.transfer_check)
         return
     if args.judge:
         from django.conf import settings
