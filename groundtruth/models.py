@@ -259,6 +259,10 @@ class CorpusStatistic(models.Model):
     repository = models.OneToOneField(Repository, on_delete=models.CASCADE, primary_key=True, related_name="+")
     document_count = models.PositiveBigIntegerField()
     total_length = models.PositiveBigIntegerField()
+    # groundtruth/search/everyday_words.py; null until the first recount that measures it.
+    everyday_share = models.FloatField(
+        null=True, blank=True, help_text="share of the embedding model's everyday words the repository uses"
+    )
     refreshed_at = models.DateTimeField()
 
     class Meta:

@@ -19,6 +19,9 @@ questions the documentation cannot answer) over evidence features, each in [0, 1
 - agreement: 1 / the lexical rank of the best dense passage (0 beyond the tenth): both legs
   pointing at one passage is evidence;
 - lexical: the best BM25 score over the largest score the question's words could reach;
+- vocabulary_scaled_known: named_known with each absent everyday word weighed by how large the
+  scope's vocabulary is (`everyday_words.py`): a small corpus lacks everyday words a user writes;
+  absent jargon counts in full everywhere;
 - named_*: similarity, coverage, known and rare_together again, within the repositories the
   question names by their label ("... in aiohttp?"). A question about a feature one project
   lacks is often answered by another project's documentation ("download over FTP" is in
@@ -42,8 +45,9 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from groundtruth.ingest.index_text import repository_label
-from groundtruth.models import Repository
+from groundtruth.models import CorpusStatistic, Repository
 from groundtruth.search.abstention_model import FEATURES, AbstentionModel
+from groundtruth.search.everyday_words import lexeme_pieces, missing_weight, vocabulary_scaled_known
 from groundtruth.search.fitted_parameters import abstention_fit_current
 from groundtruth.search.fusion import dense_score
 from groundtruth.search.hybrid_search import SearchOutcome
@@ -204,6 +208,9 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
         )
 
     scores = [dense_score(hit, heading_weight=heading_weight) for hit in dense[:NEIGHBOURS]]
+    everyday_shares = list(
+        CorpusStatistic.objects.filter(repository_id__in=sorted(named_ids)).values_list("everyday_share", flat=True)
+    )
 
     features = {
         "similarity": scores[0] if scores else 0.0,
@@ -217,6 +224,9 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
         "named_similarity": dense_score(named_dense[0], heading_weight=heading_weight) if named_dense else 0.0,
         "named_coverage": max((share(matched.get(chunk_id, set())) for chunk_id in named_top), default=0.0),
         "named_known": share(named_present),
+        "vocabulary_scaled_known": vocabulary_scaled_known(
+            idf=idf, present=named_present, pieces=lexeme_pieces(question), weight=missing_weight(everyday_shares)
+        ),
         "named_rare_together": rare_share(named_looked_at),
         "names_known": (
             sum(name_in(name, named_present, named_phrases, named_spellings) for name in name_lexemes)

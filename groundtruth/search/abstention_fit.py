@@ -31,7 +31,14 @@ DEFAULT_REGULARISATION = 0.3  # the inverse strength of the L2 penalty: smaller 
 # of its own, so a threshold learnt on other documentation would refuse its answerable questions
 # (measured by holding out whole repositories in benchmarks/retrieval.py). The title similarity
 # is kept: a title that asks the user's question is the strongest single sign of an answer.
-DEFAULT_FEATURES = ("heading_similarity", "peak", "coverage", "agreement", "named_known", "names_together")
+DEFAULT_FEATURES = (
+    "heading_similarity",
+    "peak",
+    "coverage",
+    "agreement",
+    "vocabulary_scaled_known",
+    "names_together",
+)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ FEATURES = (
     "named_similarity",
     "named_coverage",
     "named_known",
+    "vocabulary_scaled_known",
     "named_rare_together",
     "names_known",
     "names_together",

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.management import call_command
 
-from groundtruth.models import Chunk
+from groundtruth.models import Chunk, CorpusStatistic, LexemeStatistic
 from groundtruth.search import lexical_index
 from groundtruth.search.abstention import (
     abstention_assess,
@@ -34,6 +34,14 @@ from groundtruth.search.abstention_model import (
     AbstentionModel,
     AbstentionModelInvalid,
     abstention_model_parse,
+)
+from groundtruth.search.everyday_words import (
+    EVERYDAY_SHARE_FULL,
+    everyday_lexemes,
+    lexeme_pieces,
+    missing_weight,
+    vocabulary_scaled_known,
+    word_pieces,
 )
 from groundtruth.search.fitted_parameters import abstention_fit_read
 from groundtruth.search.hybrid_search import chunk_search
@@ -392,3 +400,79 @@ def test_abstention_fit_writes_the_fit_file_it_prints_with_its_provenance(indexe
     )
     assert set(fit.model.weights) <= {"known", "coverage"}
     assert 0 <= fit.threshold <= 1
+
+
+# --- everyday words: a small corpus lacks everyday words a user writes -----------------------------
+def test_question_words_are_jargon_when_the_vocabulary_splits_them():
+    assert word_pieces("Can I unlock Cryptomator's vault over websockets, e.g. with ca_bundle?") == [
+        ("Can", 1),
+        ("I", 1),
+        ("unlock", 1),
+        ("Cryptomator", 3),
+        ("vault", 1),
+        ("over", 1),
+        ("websockets", 4),
+        ("e.g", 3),
+        ("with", 1),
+        ("ca_bundle", 3),
+    ]
+
+
+@pytest.mark.django_db
+def test_each_lexeme_keeps_the_fewest_pieces_of_the_words_that_carry_it():
+    # "vaults" and "vault" make one lexeme; ca_bundle is indexed whole and as its parts.
+    assert lexeme_pieces("vaults in a vault, ca_bundle") == {"vault": 1, "ca_bundle": 3, "ca": 3, "bundl": 3}
+
+
+@pytest.mark.django_db
+def test_the_everyday_words_are_the_vocabularys_whole_words():
+    everyday = everyday_lexemes()
+
+    assert len(everyday) == 13691
+    assert {"vault", "certif", "intern", "colour"} <= set(everyday)
+    assert not {"cryptomat", "websocket", "ca_bundl"} & set(everyday)
+
+
+def test_a_missing_everyday_word_counts_by_the_vocabularys_size():
+    assert EVERYDAY_SHARE_FULL == 0.10
+    assert missing_weight([0.025]) == 0.25
+    assert missing_weight([0.025, 0.05]) == 0.5  # the largest vocabulary of the scope
+    assert missing_weight([0.2]) == 1.0
+    assert missing_weight([None]) == 1.0  # not measured yet: today's named_known
+    assert missing_weight([]) == 1.0
+
+
+def test_vocabulary_scaled_known_weighs_only_the_missing_everyday_words():
+    idf = {"vault": 2.0, "cryptomat": 1.0, "unlock": 1.0}
+    pieces = {"vault": 1, "cryptomat": 3, "unlock": 1}
+
+    # cryptomat (jargon) is missing in full, vault (everyday) at half: 1 - (1 + 0.5 * 2) / 4.
+    assert vocabulary_scaled_known(idf=idf, present={"unlock"}, pieces=pieces, weight=0.5) == 0.5
+    assert vocabulary_scaled_known(idf=idf, present={"unlock"}, pieces=pieces, weight=1.0) == 0.25  # named_known
+    # A lexeme no whole word carries (an identifier's part) is jargon.
+    assert vocabulary_scaled_known(idf={"ca": 1.0, "vault": 1.0}, present={"vault"}, pieces={}, weight=0.0) == 0.5
+    assert vocabulary_scaled_known(idf={}, present=set(), pieces={}, weight=1.0) == 0.0
+
+
+def test_the_everyday_share_is_recounted_with_the_lexical_statistics(indexed):
+    everyday = set(everyday_lexemes())
+
+    for repository in indexed:
+        lexemes = set(LexemeStatistic.objects.filter(repository=repository).values_list("lexeme", flat=True))
+        share = CorpusStatistic.objects.get(repository=repository).everyday_share
+        assert share == len(lexemes & everyday) / 13691
+        assert 0 < share < 0.01  # a few sections use few of the vocabulary's words
+
+
+def test_in_a_small_corpus_a_missing_everyday_word_says_less_than_missing_jargon(indexed):
+    question = "How do I bake sourdough bread at home?"
+    outcome = chunk_search(query=question, repositories=indexed, limit=5)
+    features, _ = evidence_features(outcome, question=question)
+    shares = [CorpusStatistic.objects.get(repository=repository).everyday_share for repository in indexed]
+    idf = outcome.lexical_query.capped_idf()
+
+    assert features["named_known"] == 0.0  # no word of it is in either repository
+    assert lexeme_pieces(question) == {"bake": 2, "sourdough": 3, "bread": 1, "home": 1}
+    jargon = (idf["bake"] + idf["sourdough"]) / sum(idf.values())
+    everyday = 1 - jargon
+    assert round(features["vocabulary_scaled_known"], 9) == round(everyday * (1 - max(shares) / EVERYDAY_SHARE_FULL), 9)
