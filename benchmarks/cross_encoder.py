@@ -75,19 +75,44 @@ def _offline() -> None:
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
-class PairScorer:
-    """A sequence-classification model with one logit: question and passage read together."""
+def warmup_then_decay(torch: Any, optimizer: Any, steps: int) -> Any:
+    """10% linear warm-up, then linear decay to zero over `steps`."""
+    warmup = max(1, steps // 10)
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
+    )
+
+
+def step_print(step: int, steps: int, loss: float, started: float) -> None:
+    print(
+        f"step {step + 1}/{steps} loss {loss:.4f} {time.monotonic() - started:.0f} s, peak RSS {_peak_rss_mb():.0f} MB",
+        flush=True,
+    )
+
+
+class PretrainedHead:
+    """MiniLM (or a fit of it) with a task head, its tokenizer, and torch on `threads` threads;
+    `head` is the transformers Auto class that adds the head."""
+
+    head = "AutoModelForSequenceClassification"
+    head_options: dict[str, Any] = {}
 
     def __init__(self, model_dir: str, *, max_length: int, threads: int = 2) -> None:
         _offline()
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        import transformers
 
         torch.set_num_threads(threads)
         self.torch = torch
         self.max_length = max_length
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1)
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+        self.model = getattr(transformers, self.head).from_pretrained(model_dir, **self.head_options)
+
+
+class PairScorer(PretrainedHead):
+    """A sequence-classification model with one logit: question and passage read together."""
+
+    head_options = {"num_labels": 1}
 
     def logits(self, queries: list[str], passages: list[str]) -> Any:
         encoded = self.tokenizer(
@@ -228,10 +253,7 @@ def fit(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     optimizer = torch.optim.AdamW(scorer.model.parameters(), lr=args.learning_rate)
     steps = len(training) // args.queries_per_step
-    warmup = max(1, steps // 10)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
-    )
+    scheduler = warmup_then_decay(torch, optimizer, steps)
     order = list(range(len(training)))
     rng.shuffle(order)
     scorer.model.train()
@@ -269,11 +291,7 @@ def fit(args: argparse.Namespace) -> None:
         scheduler.step()
         optimizer.zero_grad()
         if (step + 1) % 10 == 0 or step + 1 == steps:
-            print(
-                f"step {step + 1}/{steps} loss {step_loss:.4f} {time.monotonic() - started:.0f} s,"
-                f" peak RSS {_peak_rss_mb():.0f} MB",
-                flush=True,
-            )
+            step_print(step, steps, step_loss, started)
     seconds = time.monotonic() - started
     accuracy = held_out_accuracy(scorer, records)
     print(

@@ -42,7 +42,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.cross_encoder import _CONTRAST_NAME, DEPTH, _offline, _peak_rss_mb  # noqa: E402
+from benchmarks.cross_encoder import (  # noqa: E402
+    _CONTRAST_NAME,
+    DEPTH,
+    PretrainedHead,
+    _offline,
+    _peak_rss_mb,
+    step_print,
+    warmup_then_decay,
+)
 
 SPAN_TOKENS_MAX = 30
 SENTENCE_WORDS_MIN = 6
@@ -83,17 +91,10 @@ def cloze_examples(records: list[dict], *, seed: int) -> list[dict]:
     return examples
 
 
-class Reader:
-    def __init__(self, model_dir: str, *, max_length: int, threads: int = 2) -> None:
-        _offline()
-        import torch
-        from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+class Reader(PretrainedHead):
+    """A span head: start and end logits over question and passage read together."""
 
-        torch.set_num_threads(threads)
-        self.torch = torch
-        self.max_length = max_length
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModelForQuestionAnswering.from_pretrained(model_dir)
+    head = "AutoModelForQuestionAnswering"
 
     def encode(self, questions: list[str], passages: list[str]) -> Any:
         return self.tokenizer(
@@ -164,10 +165,7 @@ def fit(args: argparse.Namespace) -> None:
     rng.shuffle(examples)
     optimizer = torch.optim.AdamW(reader.model.parameters(), lr=args.learning_rate)
     steps = len(examples) // args.batch_size
-    warmup = max(1, steps // 10)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup)))
-    )
+    scheduler = warmup_then_decay(torch, optimizer, steps)
     reader.model.train()
     started = time.monotonic()
     for step in range(steps):
@@ -190,11 +188,7 @@ def fit(args: argparse.Namespace) -> None:
         scheduler.step()
         optimizer.zero_grad()
         if (step + 1) % 20 == 0 or step + 1 == steps:
-            print(
-                f"step {step + 1}/{steps} loss {loss.item():.4f} {time.monotonic() - started:.0f} s,"
-                f" peak RSS {_peak_rss_mb():.0f} MB",
-                flush=True,
-            )
+            step_print(step, steps, loss.item(), started)
     seconds = time.monotonic() - started
     measured = held_out[: args.held_out_measured]
     right = sum(
