@@ -85,6 +85,7 @@ def chunks_generate(count: int, *, embedded: int) -> None:
     from groundtruth.embeddings import embedding_backend
     from groundtruth.ingest.index_text import INDEX_VERSION, heading_text, passage_text
     from groundtruth.models import Chunk, Repository, SourceFile
+    from groundtruth.search.everyday_words import everyday_shares_refresh
     from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
     from groundtruth.vector_index import VECTOR_COLUMNS, vector_index_ensure, vector_index_name
 
@@ -183,6 +184,7 @@ def chunks_generate(count: int, *, embedded: int) -> None:
         print(f"\r  {done}/{count} chunks generated and indexed ({rate:.0f}/s)", end="", flush=True)
     print()
     lexical_statistics_refresh(repository_ids=[repository.pk])
+    everyday_shares_refresh(repository_ids=[repository.pk])
     # As an ingest leaves them: the judge's fit reads the chunk count.
     Repository.objects.filter(pk=repository.pk).update(index_version=INDEX_VERSION, chunk_count=count)
     index_started = time.perf_counter()

@@ -59,6 +59,7 @@ from groundtruth.ingest.runs import (
 from groundtruth.ingest.selection import SelectedFile, files_select, text_problem
 from groundtruth.models import Chunk, IngestRun, Repository, SourceFile
 from groundtruth.registry_files import RegistryInvalid
+from groundtruth.search.everyday_words import everyday_shares_refresh
 from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
 from groundtruth.services import registry_load
 from groundtruth.source_store import (
@@ -303,6 +304,7 @@ def _execute(
                 lexical_index_refresh(chunk_ids=new_chunk_ids)
             if new_chunk_ids or plan.removed_ids or repository.index_version != INDEX_VERSION:
                 lexical_statistics_refresh(repository_ids=[repository.pk])
+                everyday_shares_refresh(repository_ids=[repository.pk])
             heartbeat.stop()
             if heartbeat.lost:
                 raise IngestAborted(f"run {run.pk} was marked failed while running (no heartbeat in time)")

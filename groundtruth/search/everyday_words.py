@@ -12,7 +12,7 @@ Both halves come from the packaged MiniLM's WordPiece vocabulary, the word list 
 corpus gave it:
 - everyday words are its single-piece words of three lowercase letters or more that make one
   lexeme (about 13,700); a repository's **everyday share** is the share of them its chunks use,
-  recounted with the lexical statistics after each ingest (`lexical_index.lexical_statistics_refresh`);
+  recounted after its lexical statistics by each ingest (`everyday_shares_refresh`);
 - a question word is **jargon** when the vocabulary splits it into two pieces or more.
 """
 
@@ -22,9 +22,11 @@ import json
 import re
 from functools import cache
 
+from django.db import connection
 from tokenizers import Tokenizer
 
 from groundtruth.embeddings import packaged_model_path
+from groundtruth.search.lexical_index import texts_lexemes
 
 # The everyday share at which a repository's missing everyday word counts in full; below it, in
 # proportion. The development set's repositories use 0.067-0.148 of the everyday words, the
@@ -46,8 +48,6 @@ def _tokenizer() -> Tokenizer:
 @cache
 def everyday_lexemes() -> tuple[str, ...]:
     """The lexemes of the vocabulary's everyday words (one SQL round trip, once per process)."""
-    from groundtruth.search.lexical_index import texts_lexemes
-
     vocabulary = json.loads((packaged_model_path() / "tokenizer.json").read_text())["model"]["vocab"]
     words = sorted(word for word in vocabulary if _VOCABULARY_WORD.fullmatch(word))
     return tuple(sorted({next(iter(found)) for found in texts_lexemes(words) if len(found) == 1}))
@@ -60,10 +60,29 @@ def word_pieces(question: str) -> list[tuple[str, int]]:
     return [(word, len(tokenizer.encode(word.lower(), add_special_tokens=False).tokens)) for word in words if word]
 
 
+def everyday_shares_refresh(*, repository_ids: list[int]) -> None:
+    """Recounts the repositories' everyday shares from their lexical statistics: call it right
+    after `lexical_index.lexical_statistics_refresh`, in the same transaction."""
+    everyday = list(everyday_lexemes())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE groundtruth_corpus_statistic AS corpus
+            SET everyday_share = (
+                -- One index lookup per everyday lexeme: 4-5 times faster than `lexeme = ANY(...)`.
+                SELECT count(*)::float8 / %s
+                FROM unnest(%s::text[]) AS everyday(lexeme)
+                JOIN groundtruth_lexeme_statistic AS statistic
+                  ON statistic.lexeme = everyday.lexeme AND statistic.repository_id = corpus.repository_id
+            )
+            WHERE corpus.repository_id = ANY(%s)
+            """,
+            [len(everyday), everyday, sorted(set(repository_ids))],
+        )
+
+
 def lexeme_pieces(question: str) -> dict[str, int]:
     """Per lexeme of the question's words, the fewest WordPiece pieces a word carrying it is."""
-    from groundtruth.search.lexical_index import texts_lexemes
-
     words = word_pieces(question)
     pieces: dict[str, int] = {}
     for (_, count), lexemes in zip(words, texts_lexemes([word for word, _ in words]), strict=True):

@@ -14,7 +14,8 @@ needs on top:
   frequency) in `groundtruth_lexeme_statistic`, and its chunk count and total length in
   `groundtruth_corpus_statistic`, recounted by `lexical_statistics_refresh()` in the ingest's
   swap transaction. BM25 uses their sums over the corpus; `/ask` also asks which words one
-  repository contains, and how large its vocabulary is (`everyday_share`, everyday_words.py).
+  repository contains, and how large its vocabulary is (`everyday_share`, recounted next by
+  `everyday_words.everyday_shares_refresh`).
 
 Each chunk is indexed with its repository's label and heading trail before its lines
 (`groundtruth.ingest.index_text.lexical_body`).
@@ -39,7 +40,6 @@ from django.db import connection, transaction
 
 from groundtruth.ingest.index_text import lexical_body
 from groundtruth.models import Chunk
-from groundtruth.search.everyday_words import everyday_lexemes
 
 # The text-search configuration used for chunks and queries alike. Changing it needs a re-index
 # (`lexical_index_refresh` over every chunk), so it is a constant, not an environment setting.
@@ -174,21 +174,6 @@ def lexical_statistics_refresh(*, repository_ids: Iterable[int]) -> None:
             GROUP BY repository_id
             """,
             [ids],
-        )
-        everyday = list(everyday_lexemes())
-        cursor.execute(
-            """
-            UPDATE groundtruth_corpus_statistic AS corpus
-            SET everyday_share = (
-                -- One index lookup per everyday lexeme: 4-5 times faster than `lexeme = ANY(...)`.
-                SELECT count(*)::float8 / %s
-                FROM unnest(%s::text[]) AS everyday(lexeme)
-                JOIN groundtruth_lexeme_statistic AS statistic
-                  ON statistic.lexeme = everyday.lexeme AND statistic.repository_id = corpus.repository_id
-            )
-            WHERE corpus.repository_id = ANY(%s)
-            """,
-            [len(everyday), everyday, ids],
         )
 
 

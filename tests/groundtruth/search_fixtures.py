@@ -18,6 +18,7 @@ from typing import Any
 from groundtruth.embeddings import embedding_backend
 from groundtruth.ingest.index_text import INDEX_VERSION, content_hash, heading_text, passage_text
 from groundtruth.models import Chunk, Repository, SourceFile
+from groundtruth.search.everyday_words import everyday_shares_refresh
 from groundtruth.search.lexical_index import lexical_index_refresh, lexical_statistics_refresh
 from groundtruth.vector_index import vector_index_ensure
 from tests.localhttp import LocalHttpServer
@@ -74,6 +75,7 @@ def chunks_index(repository: Repository, sections: list[Section]) -> list[Chunk]
         )
     lexical_index_refresh(chunk_ids=[chunk.pk for chunk in chunks])
     lexical_statistics_refresh(repository_ids=[repository.pk])
+    everyday_shares_refresh(repository_ids=[repository.pk])
     Repository.objects.filter(pk=repository.pk).update(last_commit=COMMIT, index_version=INDEX_VERSION)
     repository.last_commit = COMMIT
     return chunks
