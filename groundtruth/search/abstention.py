@@ -47,7 +47,12 @@ from django.conf import settings
 from groundtruth.ingest.index_text import repository_label
 from groundtruth.models import CorpusStatistic, Repository
 from groundtruth.search.abstention_model import FEATURES, AbstentionModel
-from groundtruth.search.everyday_words import lexeme_pieces, missing_weight, vocabulary_scaled_known
+from groundtruth.search.everyday_words import (
+    missing_weight,
+    pieces_per_lexeme,
+    vocabulary_scaled_known,
+    word_pieces,
+)
 from groundtruth.search.fitted_parameters import abstention_fit_current
 from groundtruth.search.fusion import dense_score
 from groundtruth.search.hybrid_search import SearchOutcome
@@ -156,7 +161,10 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
     searched_ids = {repository.pk for repository in outcome.repositories}
     named_ids = {repository.pk for repository in named} or searched_ids
     names = question_names(question, repositories=outcome.repositories)
-    name_lexemes = {name: found for name, found in zip(names, texts_lexemes(names), strict=True) if found}
+    words = word_pieces(question)
+    # One round trip for the names' lexemes and the words' (vocabulary_scaled_known).
+    looked_up = texts_lexemes(names + [word for word, _ in words])
+    name_lexemes = {name: found for name, found in zip(names, looked_up[: len(names)], strict=True) if found}
     every_name_lexeme = set().union(*name_lexemes.values())
     phrases = [name for name in name_lexemes if " " in name]
     name_spellings = {name: set(spelled_words(name)) for name in name_lexemes}
@@ -225,7 +233,10 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
         "named_coverage": max((share(matched.get(chunk_id, set())) for chunk_id in named_top), default=0.0),
         "named_known": share(named_present),
         "vocabulary_scaled_known": vocabulary_scaled_known(
-            idf=idf, present=named_present, pieces=lexeme_pieces(question), weight=missing_weight(everyday_shares)
+            idf=idf,
+            present=named_present,
+            pieces=pieces_per_lexeme(words, looked_up[len(names) :]),
+            weight=missing_weight(everyday_shares),
         ),
         "named_rare_together": rare_share(named_looked_at),
         "names_known": (

@@ -84,8 +84,14 @@ def everyday_shares_refresh(*, repository_ids: list[int]) -> None:
 def lexeme_pieces(question: str) -> dict[str, int]:
     """Per lexeme of the question's words, the fewest WordPiece pieces a word carrying it is."""
     words = word_pieces(question)
+    return pieces_per_lexeme(words, texts_lexemes([word for word, _ in words]))
+
+
+def pieces_per_lexeme(words: list[tuple[str, int]], words_lexemes: list[set[str]]) -> dict[str, int]:
+    """`lexeme_pieces` of `word_pieces` whose lexemes the caller looked up (`/ask` looks them up in
+    the round trip that finds the question's names' lexemes)."""
     pieces: dict[str, int] = {}
-    for (_, count), lexemes in zip(words, texts_lexemes([word for word, _ in words]), strict=True):
+    for (_, count), lexemes in zip(words, words_lexemes, strict=True):
         for lexeme in lexemes:
             pieces[lexeme] = min(pieces.get(lexeme, count), count)
     return pieces

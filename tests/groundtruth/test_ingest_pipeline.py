@@ -11,7 +11,8 @@ from django.db import connection
 from groundtruth.ingest.chunking import file_lines
 from groundtruth.ingest.foreground import ingest_foreground
 from groundtruth.ingest.index_text import INDEX_VERSION, content_hash
-from groundtruth.models import Chunk, IngestStatus, Repository, SourceFile
+from groundtruth.models import Chunk, CorpusStatistic, IngestStatus, LexemeStatistic, Repository, SourceFile
+from groundtruth.search.everyday_words import everyday_lexemes
 from tests.groundtruth.conftest import sources_yaml
 
 pytestmark = pytest.mark.django_db
@@ -66,6 +67,33 @@ def lexical_statistics(repository: Repository) -> tuple[int, int]:
             [repository.pk],
         )
         return cursor.fetchone()
+
+
+# The MiniLM vocabulary's everyday lexemes the handbook's text uses ("install", "run", ...).
+EVERYDAY_USED = 20
+
+
+def everyday_counts(repository: Repository) -> tuple[float, int]:
+    """The repository's everyday share times the number of everyday lexemes, and how many
+    everyday lexemes its lexical statistics hold."""
+    everyday = set(everyday_lexemes())
+    lexemes = set(LexemeStatistic.objects.filter(repository=repository).values_list("lexeme", flat=True))
+    share = CorpusStatistic.objects.get(repository=repository).everyday_share
+    return round(share * len(everyday), 9), len(lexemes & everyday)
+
+
+def test_an_ingest_recounts_the_everyday_share(handbook_registered, embedding_server):
+    tree = handbook_registered
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+    repository = Repository.objects.get(name="acme/handbook")
+    assert everyday_counts(repository) == (EVERYDAY_USED, EVERYDAY_USED)
+
+    # Four everyday words the handbook did not use: "upgrade", "every", "winter" and "weekend".
+    tree.write("docs/index.md", tree.show("HEAD", "docs/index.md").decode() + "\n## Upgrade\n\nEvery winter weekend.\n")
+    tree.commit("a section of everyday words")
+    ingest_foreground(repository_name="acme/handbook", ref=None)
+
+    assert everyday_counts(repository) == (EVERYDAY_USED + 4, EVERYDAY_USED + 4)
 
 
 def chunk_rows(repository_name: str = "acme/handbook") -> list[tuple[str, int, int, str]]:
