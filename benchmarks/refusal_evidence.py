@@ -37,7 +37,9 @@ fitted on one format's six repositories and measured on the other format's six.
 
 Documentation nobody tuned for: `--assessed-out FILE` writes every question's features as JSON
 lines; `--transfer-check FILE` (such a file written on another set, in its own benchmark
-database) adds each variant fitted on every question of this set and measured on that one.
+database) adds each variant fitted on every question of this set and measured on that one. A set
+cut from this one (`shrunk_set.py`: the same questions on small corpora) shares its repositories:
+each of them is measured by the variant fitted without it.
 
     python benchmarks/retrieval.py --eval-set OTHER --no-ferrite --database gt_bench_other \
         --refusal-evidence --assessed-out var/other-assessed.jsonl
@@ -369,17 +371,42 @@ def assessed_read(path: Path) -> list[Assessed]:
 
 def transfer_check(variant: Variant, assessed: list[Assessed], transfer: list[Assessed]) -> str:
     """Fitted on every question of `assessed`, measured on `transfer` (another set): caught/refused,
-    the largest share of one repository's answerable questions refused, how many exceed the limit."""
+    the largest share of one repository's answerable questions refused, how many exceed the limit.
+
+    A repository of both sets (a set cut from this one by `shrunk_set.py` asks the same questions
+    of the same repositories) is measured by a model fitted without that repository."""
     from groundtruth.search.abstention_fit import LabelledEvidence, abstention_model_fit, abstention_threshold_choose
 
-    samples = [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in assessed]
-    model = abstention_model_fit(samples, features=variant.features)
-    threshold = abstention_threshold_choose(model, samples, answerable_missing=ANSWERABLE_MISSING_TARGET)
-    refused = {item.question.id: model.probability(item.features) < threshold for item in transfer}
-    decisions = Decisions(refused, [threshold])
+    shared = {item.question.fold for item in transfer} & {item.question.fold for item in assessed}
+    groups = [
+        (
+            [item for item in assessed if item.question.fold != fold],
+            [item for item in transfer if item.question.fold == fold],
+        )
+        for fold in sorted(shared)
+    ]
+    groups.append((assessed, [item for item in transfer if item.question.fold not in shared]))
+    refused: dict[str, bool] = {}
+    thresholds = []
+    for training, measured in groups:
+        if not measured:
+            continue
+        samples = [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in training]
+        model = abstention_model_fit(samples, features=variant.features)
+        threshold = abstention_threshold_choose(model, samples, answerable_missing=ANSWERABLE_MISSING_TARGET)
+        refused.update({item.question.id: model.probability(item.features) < threshold for item in measured})
+        thresholds.append(threshold)
+    decisions = Decisions(refused, thresholds)
+    cells = []
+    for name in ("rst", "Markdown"):
+        items = [item for item in transfer if repository_format(item.question.fold) == name]
+        if any(item.question.answerable for item in items) and any(not item.question.answerable for item in items):
+            answerable, unanswerable = _rates(decisions, items)
+            cells.append(f"{name} {unanswerable:.3f}/{answerable:.3f}")
     answerable, unanswerable = _rates(decisions, transfer)
+    cells.append(f"pooled {unanswerable:.3f}/{answerable:.3f}")
     largest, over = _worst(decisions, transfer, sorted({item.question.fold for item in transfer}))
-    return f"{unanswerable:.3f}/{answerable:.3f}, max {largest:.3f} ({over} above)"
+    return f"{', '.join(cells)}; max {largest:.3f} ({over} above)"
 
 
 def refusal_evidence_measure(

@@ -792,6 +792,8 @@ def main() -> None:
         help="write every answer's evidence features of the shipped run as JSON lines, for studying the model",
     )
     args = parser.parse_args()
+    # The registry lists the corpus repositories by their path, which must be absolute.
+    args.workdir = args.workdir.resolve()
 
     ferrite = ferrite_load(ROOT / "benchmarks" / "questions.yml")
     if args.ferrite:
