@@ -24,9 +24,9 @@ relevance:
 - word coverage: the share of the question's IDF mass whose words the passage contains (words
   carry weight by their rarity: `PgBouncer` above `use`).
 
-The weights (SEARCH_RERANK_WEIGHTS) are fitted by `benchmarks/retrieval.py` (pairwise logistic
-regression: each question's answer against the other candidates; `rerank_fit.py`) and reported
-cross-validated by repository. The trust weight multiplies as in fusion: a near-tie breaker.
+The weights (SEARCH_RERANK_WEIGHTS) are fitted by `benchmarks/retrieval.py` (listwise logistic
+regression: each question's answer against the other candidates at once; `rerank_fit.py`) and
+reported cross-validated by repository. The trust weight multiplies as in fusion: a near-tie breaker.
 Without a dense leg (EMBEDDING_BACKEND=none) nothing is re-ranked.
 """
 

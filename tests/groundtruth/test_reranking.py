@@ -223,6 +223,26 @@ def test_the_fit_weighs_the_evidence_that_tells_the_answer_apart():
         assert scores.index(max(scores)) == sample.answers.index(True)
 
 
+def test_the_fit_attends_to_the_candidates_that_come_close_to_the_answer():
+    # The answer is second on the dense score, 0.1 behind one close competitor that has no
+    # question title; eight candidates far behind have a better question title than the answer.
+    # Against all nine alike (the pairwise fit used until 2026-11-27: question_title 0.1546), the
+    # question title mostly says "not the answer" and the competitor stays first; against the
+    # one that matters, it is what puts the answer first.
+    far = [(0.30 + step / 1000, 0.9, 0.0, 0.0) for step in range(8)]
+    samples = [
+        _candidates([(0.80 + shift, 0.0, 0.0, 0.0), (0.70 + shift, 0.5, 0.0, 0.0), *far], answer=1)
+        for shift in (0.0, 0.01, 0.02, 0.03)
+    ]
+
+    weights = rerank_weights_fit(samples)
+
+    assert weights == {"dense": 1.0, "question_title": 0.4876, "lexical": 0.0, "coverage": 0.0}
+    for sample in samples:
+        scores = [sum(weights[name] * row[name] for name in weights) for row in sample.evidence]
+        assert scores.index(max(scores)) == 1
+
+
 def test_the_fit_needs_questions_whose_answer_is_among_other_candidates():
     with pytest.raises(ValueError, match="fitting needs questions with an answering candidate among others"):
         rerank_weights_fit([_candidates([(0.7, 0.0, 0.0, 0.0), (0.6, 0.0, 0.0, 0.0)], answer=5)])
