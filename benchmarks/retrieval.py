@@ -41,9 +41,10 @@ overlap the answer's lines. Printed, per wording (FAQ wording, paraphrase):
 Tuned parameters are reported cross-validated by repository, beside the shipped (in-sample)
 figures: for each repository, the re-ranking weights are fitted on the other repositories'
 paraphrased questions (`groundtruth/search/rerank_fit.py`, on the candidates the shipped run
-re-ranked), every question is asked again with them, the sources-missing model is fitted on
-the other repositories' paraphrased and unanswerable questions (threshold: at most 5% of their
-answerable questions declared missing), and the held-out repository's questions are measured.
+re-ranked, each repository counting the same), every question is asked again with them, the
+sources-missing model is fitted on the other repositories' paraphrased and unanswerable
+questions (threshold: at most 5% of their answerable questions declared missing), and the
+held-out repository's questions are measured.
 (The reciprocal-rank-fusion parameters that pick the candidates stay as configured.)
 An unanswerable question is held out with the repository it asks about (its `absent_scope`, or
 the project it names), else spread evenly.
@@ -66,6 +67,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -334,12 +336,16 @@ def rerank_fit(run: Run, folds: set[str], base):
     of `folds` (their candidates as the run re-ranked them)."""
     from groundtruth.search.rerank_fit import RankedCandidates, rerank_weights_fit
 
+    answers = run.select(wording="paraphrase", folds=folds)
+    # Each repository counts the same, however many questions it has (`RankedCandidates.weight`).
+    questions_of = Counter(answer.question.fold for answer in answers)
     samples = [
         RankedCandidates(
             evidence=answer.candidates.evidence,
             answers=[_overlaps(answer.question, location) for location in answer.candidates.locations],
+            weight=1.0 / questions_of[answer.question.fold],
         )
-        for answer in run.select(wording="paraphrase", folds=folds)
+        for answer in answers
     ]
     return replace(base, rerank_weights=rerank_weights_fit(samples))
 

@@ -243,6 +243,27 @@ def test_the_fit_attends_to_the_candidates_that_come_close_to_the_answer():
         assert scores.index(max(scores)) == 1
 
 
+def test_each_question_counts_by_its_weight():
+    # One question's answer is told apart by its question title, the other's by its dense score
+    # against a candidate with a question title. Any question_title weight between 0.083 and 0.2
+    # puts both answers first; the heavier question gets the wider margin.
+    by_title = _candidates([(0.70, 0.0, 0.0, 0.0), (0.65, 0.6, 0.0, 0.0)], answer=1)
+    by_dense = _candidates([(0.60, 0.5, 0.0, 0.0), (0.70, 0.0, 0.0, 0.0)], answer=1)
+
+    def weighted(sample: RankedCandidates, weight: float) -> RankedCandidates:
+        return RankedCandidates(evidence=sample.evidence, answers=sample.answers, weight=weight)
+
+    title_heavy = rerank_weights_fit([weighted(by_title, 3.0), weighted(by_dense, 1.0)])
+    dense_heavy = rerank_weights_fit([weighted(by_title, 1.0), weighted(by_dense, 3.0)])
+
+    assert title_heavy == {"dense": 1.0, "question_title": 0.1445, "lexical": 0.0, "coverage": 0.0}
+    assert dense_heavy == {"dense": 1.0, "question_title": 0.1241, "lexical": 0.0, "coverage": 0.0}
+    # Equal weights are the same fit as no weights, at any scale.
+    assert rerank_weights_fit([weighted(by_title, 0.5), weighted(by_dense, 0.5)]) == rerank_weights_fit(
+        [by_title, by_dense]
+    )
+
+
 def test_the_fit_needs_questions_whose_answer_is_among_other_candidates():
     with pytest.raises(ValueError, match="fitting needs questions with an answering candidate among others"):
         rerank_weights_fit([_candidates([(0.7, 0.0, 0.0, 0.0), (0.6, 0.0, 0.0, 0.0)], answer=5)])
