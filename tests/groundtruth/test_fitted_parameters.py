@@ -30,24 +30,24 @@ def test_the_shipped_fits_are_the_ones_search_and_ask_use(settings):
 
     assert abstention.model == abstention_model_parse(
         {
-            "intercept": -11.5851,
-            "heading_similarity": 5.134,
-            "peak": 8.2072,
-            "coverage": 2.2633,
-            "agreement": 1.056,
-            "vocabulary_scaled_known": 4.8131,
-            "names_together": 2.8553,
+            "intercept": -11.6086,
+            "heading_similarity": 5.2015,
+            "peak": 7.8713,
+            "coverage": 2.3195,
+            "agreement": 1.0347,
+            "vocabulary_scaled_known": 4.7726,
+            "names_together": 2.8975,
         }
     )
-    assert abstention.threshold == 0.343
-    assert rerank.weights == {"dense": 1.0, "question_title": 0.29, "lexical": 0.067, "coverage": 0.21}
+    assert abstention.threshold == 0.316
+    assert rerank.weights == {"dense": 1.0, "question_title": 0.3654, "lexical": 0.0, "coverage": 0.2145}
     assert (abstention.provenance["date"], sorted(abstention.provenance)) == (
-        "2026-11-26",
+        "2026-11-27",
         ["command", "commit", "data", "date", "measured"],
     )
     assert (rerank.provenance["date"], sorted(rerank.provenance)) == (
-        "2026-11-23",
-        ["command", "commit", "data", "date"],
+        "2026-11-27",
+        ["command", "commit", "data", "date", "measured"],
     )
 
 
@@ -163,4 +163,4 @@ def test_while_an_adapted_encoder_is_active_search_and_ask_use_the_fits_of_its_e
     # Once no encoder is active (retired), the packaged model's fits are in use again.
     AdaptedEncoder.objects.update(status=AdaptationStatus.RETIRED)
     active_encoder_forget()
-    assert rerank_fit_current().weights == {"dense": 1.0, "question_title": 0.29, "lexical": 0.067, "coverage": 0.21}
+    assert rerank_fit_current().weights == {"dense": 1.0, "question_title": 0.3654, "lexical": 0.0, "coverage": 0.2145}
