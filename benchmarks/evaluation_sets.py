@@ -173,6 +173,12 @@ def corpus_format(directory: Path) -> str:
     return "Markdown" if markdown > sum(1 for _ in directory.rglob("*.rst")) else "rst"
 
 
+def repository_format_record(name: str, format_name: str) -> None:
+    """Records the format of a repository whose set is not loaded here (a features file written
+    on another set: `refusal_evidence.assessed_read`)."""
+    _FORMATS_SEEN[name] = format_name
+
+
 def repository_format(name: str) -> str:
     if name in _FORMATS_SEEN:
         return _FORMATS_SEEN[name]

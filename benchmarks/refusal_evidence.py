@@ -57,7 +57,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.evaluation_sets import TOP, EvaluationSet, repository_format
+from benchmarks.evaluation_sets import TOP, EvaluationSet, repository_format, repository_format_record
 from benchmarks.refusal_calibration import (
     ANSWERABLE_MISSING_TARGET,
     REPOSITORY_REFUSED_LIMIT,
@@ -345,6 +345,7 @@ def assessed_write(assessed: list[Assessed], path: Path) -> None:
                     "id": item.question.id,
                     "fold": item.question.fold,
                     "answerable": item.question.answerable,
+                    "format": repository_format(item.question.fold),
                     "features": item.features,
                 }
             )
@@ -360,6 +361,8 @@ def assessed_read(path: Path) -> list[Assessed]:
     items = []
     for line in path.read_text().splitlines():
         row = json.loads(line)
+        if "format" in row:  # files written before 2026-11-27 have none
+            repository_format_record(row["fold"], row["format"])
         question = Question(
             id=row["id"], collection=path.name, fold=row["fold"], texts={}, answerable=row["answerable"]
         )
