@@ -71,6 +71,8 @@ class Assessed:
     features: dict[str, float]
     dense_repository: str | None  # of the best dense passage
     judge_repository: str | None  # of the best judged passage
+    # The ranks, among the first few results, of those holding the answer (refusal_evidence.py).
+    answer_ranks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

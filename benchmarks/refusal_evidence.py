@@ -26,6 +26,13 @@ features on the same search (shipped configuration, re-ranking as shipped, no ju
   A question about something the passage lacks fits it better without that word ("deploy
   spiders as an AWS Lambda function" against "Deploying spiders").
 
+- `kernel_0.9`, `kernel_0.7`, `kernel_0.5`: K-NRM kernel pooling of the question's word pieces
+  against the first result's tokens (MiniLM's frozen contextual token vectors): how much of the
+  question the passage matches near-exactly, closely and loosely. The same for each of the first
+  five results (`kernel_0.7@3`) feeds a relevance model learned from users' questions
+  (`learned_relevance_measure`): logistic over a result's kernels, fitted on the other
+  repositories' questions (the result holding the answer against the rest), in a nested rotation.
+
 - `jargon_known`: today's `vocabulary_scaled_known` (groundtruth/search/everyday_words.py) with a
   missing everyday word weighing nothing: only words MiniLM's WordPiece vocabulary splits into
   pieces ("Cryptomator", "zellij", "websockets") count as missing.
@@ -65,12 +72,19 @@ from benchmarks.refusal_calibration import (
     Decisions,
     Variant,
     _cell,
+    _decide,
     _rates,
     auc,
     dense_first_repository,
     variant_measure,
 )
 
+# K-NRM's kernels over a question piece's cosines with a passage's tokens: near-exact, close, loose.
+KERNEL_CENTRES = (0.9, 0.7, 0.5)
+KERNEL_WIDTH = 0.1
+KERNEL_NAMES = tuple(f"kernel_{centre}" for centre in KERNEL_CENTRES)
+# How many of the first results carry kernel features (`kernel_0.9@2` is the second result's).
+KERNEL_RESULTS = 5
 CANDIDATES = (
     "known_scope",
     "heading_corpus_quantile",
@@ -78,6 +92,7 @@ CANDIDATES = (
     "word_drop",
     "word_matched",
     "jargon_known",
+    *KERNEL_NAMES,
 )
 # How many of the first results `word_matched` reads, and up to how many tokens each.
 UNMATCHED_RESULTS = 3
@@ -179,12 +194,16 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
     features["sentence_similarity"] = 0.0
     features["word_drop"] = 0.0
     features["word_matched"] = 0.0
+    features.update(dict.fromkeys(KERNEL_NAMES, 0.0))
     if not outcome.hits or outcome.embedding is None:
         return features
-    firsts = Chunk.objects.in_bulk([hit.chunk.pk for hit in outcome.hits[:UNMATCHED_RESULTS]])
-    features["word_matched"] = word_matched(
-        question, [firsts[hit.chunk.pk].text for hit in outcome.hits[:UNMATCHED_RESULTS]]
-    )
+    firsts = Chunk.objects.in_bulk([hit.chunk.pk for hit in outcome.hits[:KERNEL_RESULTS]])
+    texts = [firsts[hit.chunk.pk].text for hit in outcome.hits[:KERNEL_RESULTS]]
+    features["word_matched"] = word_matched(question, texts[:UNMATCHED_RESULTS])
+    for rank, matches in enumerate(kernel_matches(question, texts), start=1):
+        features.update({f"{name}@{rank}": value for name, value in matches.items()})
+        if rank == 1:
+            features.update(matches)
     question_vector = outcome.embedding.vector
     first = Chunk.objects.only("text", "embedding").get(pk=outcome.hits[0].chunk.pk)
     backend = embedding_backend()
@@ -201,29 +220,20 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
     return features
 
 
-def word_matched(question: str, passages: list[str]) -> float:
-    """The weakest match of one of the question's words in the passages: each word that
-    carries a lexeme scores the mean, over its word pieces, of each piece's best cosine with a
-    token of the passages (MiniLM's contextual token vectors), and the lowest word score counts.
-    A question about something the passages lack names it with a word nothing there resembles
-    ("AWS Lambda", "websockets", "emacs"); a paraphrase's own words ("hangs forever" for "stuck")
-    still find a neighbour in MiniLM's space, which a lexical test would miss."""
-    import numpy as np
+def question_word_rows(question: str, token_count: int) -> dict[str, list[int]]:
+    """The rows of the question's `token_vectors` that belong to each of its words carrying a
+    lexeme (a word split into pieces has several), keyed by the word's text."""
     from tokenizers import Tokenizer
 
     from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend
     from groundtruth.search.lexical_index import texts_lexemes
 
     backend = embedding_backend()
-    assert isinstance(backend, LocalSentenceTransformer)  # token vectors: the local model on ONNX Runtime
-    question_tokens, *passage_tokens = backend.token_vectors([question, *passages], max_tokens=UNMATCHED_TOKENS)
-    if not passage_tokens or question_tokens.shape[0] == 0:
-        return 0.0
-    best = (question_tokens @ np.concatenate(passage_tokens).T).max(axis=1)
+    assert isinstance(backend, LocalSentenceTransformer)  # its tokenizer file
     encoding = Tokenizer.from_file(str(Path(backend.model_path) / "tokenizer.json")).encode(question)
     # The rows of `token_vectors` are the encoding's pieces without [CLS] (and [SEP]).
     words: dict[int, list[int]] = {}
-    for row, word in enumerate(encoding.word_ids[1 : 1 + len(best)]):
+    for row, word in enumerate(encoding.word_ids[1 : 1 + token_count]):
         if word is not None:
             words.setdefault(word, []).append(row)
     # Offsets of the word's first and last pieces (one sequence: no pair to choose from).
@@ -232,9 +242,58 @@ def word_matched(question: str, passages: list[str]) -> float:
         for word, rows in words.items()
     }
     carrying = [word for word, lexemes in zip(texts, texts_lexemes(list(texts.values())), strict=True) if lexemes]
-    if not carrying:
+    return {texts[word]: words[word] for word in carrying}
+
+
+def _token_vectors(texts: list[str]) -> list:
+    from groundtruth.embeddings import LocalSentenceTransformer, embedding_backend
+
+    backend = embedding_backend()
+    assert isinstance(backend, LocalSentenceTransformer)  # token vectors: the local model on ONNX Runtime
+    return backend.token_vectors(texts, max_tokens=UNMATCHED_TOKENS)
+
+
+def word_matched(question: str, passages: list[str]) -> float:
+    """The weakest match of one of the question's words in the passages: each word that
+    carries a lexeme scores the mean, over its word pieces, of each piece's best cosine with a
+    token of the passages (MiniLM's contextual token vectors), and the lowest word score counts.
+    A question about something the passages lack names it with a word nothing there resembles
+    ("AWS Lambda", "websockets", "emacs"); a paraphrase's own words ("hangs forever" for "stuck")
+    still find a neighbour in MiniLM's space, which a lexical test would miss."""
+    import numpy as np
+
+    question_tokens, *passage_tokens = _token_vectors([question, *passages])
+    if not passage_tokens or question_tokens.shape[0] == 0:
         return 0.0
-    return min(float(best[words[word]].mean()) for word in carrying)
+    best = (question_tokens @ np.concatenate(passage_tokens).T).max(axis=1)
+    rows = question_word_rows(question, len(best))
+    if not rows:
+        return 0.0
+    return min(float(best[word_rows].mean()) for word_rows in rows.values())
+
+
+def kernel_matches(question: str, passages: list[str]) -> list[dict[str, float]]:
+    """Per passage, kernel pooling of the question's word pieces against the passage's tokens
+    (K-NRM, Xiong et al. 2017, on MiniLM's frozen contextual token vectors): for each kernel, the
+    mean over the pieces of the question's lexeme-carrying words of log(1 + the soft count of
+    passage tokens whose cosine with the piece lies near the kernel's centre). Where
+    `word_matched` keeps one number (the weakest word's best match), these keep how much of
+    the question the passage matches closely, loosely and barely."""
+    import numpy as np
+
+    question_tokens, *passage_tokens = _token_vectors([question, *passages])
+    rows = question_word_rows(question, question_tokens.shape[0]) if question_tokens.shape[0] else {}
+    pieces = sorted({row for word_rows in rows.values() for row in word_rows})
+    found = []
+    for tokens in passage_tokens:
+        features = dict.fromkeys(KERNEL_NAMES, 0.0)
+        if pieces and tokens.shape[0]:
+            similarity = question_tokens[pieces] @ tokens.T
+            for name, centre in zip(KERNEL_NAMES, KERNEL_CENTRES, strict=True):
+                soft_count = np.exp(-((similarity - centre) ** 2) / (2 * KERNEL_WIDTH**2)).sum(axis=1)
+                features[name] = float(np.log1p(soft_count).mean())
+        found.append(features)
+    return found
 
 
 def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
@@ -258,9 +317,22 @@ def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
                 features=features,
                 dense_repository=dense_first_repository(outcome, names=names),
                 judge_repository=None,
+                answer_ranks=answer_ranks(question, outcome.hits[:KERNEL_RESULTS]),
             )
         )
     return assessed
+
+
+def answer_ranks(question, hits) -> tuple[int, ...]:
+    """The ranks of the hits whose lines overlap the question's answer."""
+    if not question.answerable or question.lines is None:
+        return ()
+    first, last = question.lines
+    return tuple(
+        rank
+        for rank, hit in enumerate(hits, start=1)
+        if hit.chunk.path == question.path and hit.chunk.start_line <= last and hit.chunk.end_line >= first
+    )
 
 
 def variants() -> list[Variant]:
@@ -295,7 +367,33 @@ def variants() -> list[Variant]:
         Variant(f"{known} -> named_known (before 2026-11-26)", replaced(known, "named_known")),
         Variant(f"without {known}", tuple(name for name in today if name != known)),
         Variant(f"{known} -> jargon_known", replaced(known, "jargon_known")),
+        Variant("+ kernels", (*today, *KERNEL_NAMES)),
+        *[Variant(f"+ {name}", (*today, name)) for name in KERNEL_NAMES],
+        Variant("+ kernels, sentence_similarity", (*today, *KERNEL_NAMES, "sentence_similarity")),
     ]
+
+
+def in_sample_limit(variant: Variant, assessed: list[Assessed]) -> str:
+    """What the variant's model, fitted on every question, refuses of the answerable questions
+    at the threshold that catches 0.85 (0.90) of the unanswerable ones. Fitted and measured on the
+    same questions, this is an optimistic figure for the feature set, not a bound: the fit
+    minimises the log loss, not this trade, so adding a feature can make it worse."""
+    import math
+
+    from groundtruth.search.abstention_fit import LabelledEvidence, abstention_model_fit
+
+    model = abstention_model_fit(
+        [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in assessed],
+        features=variant.features,
+    )
+    answerable = [model.probability(item.features) for item in assessed if item.question.answerable]
+    unanswerable = sorted(model.probability(item.features) for item in assessed if not item.question.answerable)
+    cells = []
+    for caught in (0.85, 0.90):
+        threshold = unanswerable[math.ceil(caught * len(unanswerable)) - 1]
+        refused = sum(probability <= threshold for probability in answerable) / len(answerable)
+        cells.append(f"{refused:.3f} refused to catch {caught:.2f}")
+    return ", ".join(cells)
 
 
 def format_transfer(variant: Variant, assessed: list[Assessed]) -> str:
@@ -347,6 +445,7 @@ def assessed_write(assessed: list[Assessed], path: Path) -> None:
                     "answerable": item.question.answerable,
                     "format": repository_format(item.question.fold),
                     "features": item.features,
+                    "answer_ranks": list(item.answer_ranks),
                 }
             )
             + "\n"
@@ -367,7 +466,13 @@ def assessed_read(path: Path) -> list[Assessed]:
             id=row["id"], collection=path.name, fold=row["fold"], texts={}, answerable=row["answerable"]
         )
         items.append(
-            Assessed(question=question, features=row["features"], dense_repository=None, judge_repository=None)
+            Assessed(
+                question=question,
+                features=row["features"],
+                dense_repository=None,
+                judge_repository=None,
+                answer_ranks=tuple(row.get("answer_ranks", ())),
+            )
         )
     return items
 
@@ -410,6 +515,96 @@ def transfer_check(variant: Variant, assessed: list[Assessed], transfer: list[As
     cells.append(f"pooled {unanswerable:.3f}/{answerable:.3f}")
     largest, over = _worst(decisions, transfer, sorted({item.question.fold for item in transfer}))
     return f"{', '.join(cells)}; max {largest:.3f} ({over} above)"
+
+
+def _relevance_samples(items: list[Assessed]) -> list:
+    """One sample per result among the first few of each question: its kernel features, and
+    whether it holds the answer."""
+    from groundtruth.search.abstention_fit import LabelledEvidence
+
+    return [
+        LabelledEvidence(
+            features={name: item.features[f"{name}@{rank}"] for name in KERNEL_NAMES},
+            answerable=rank in item.answer_ranks,
+        )
+        for item in items
+        for rank in range(1, KERNEL_RESULTS + 1)
+        if f"{KERNEL_NAMES[0]}@{rank}" in item.features
+    ]
+
+
+def _with_relevance(items: list[Assessed], fitted_on: list[Assessed]) -> list[Assessed]:
+    """`items` with `relevance_first` and `relevance_best`: the probability that a result holds
+    the answer, by a logistic model of its kernel features fitted on `fitted_on`'s results."""
+    from groundtruth.search.abstention_fit import abstention_model_fit
+
+    model = abstention_model_fit(_relevance_samples(fitted_on), features=KERNEL_NAMES)
+    found = []
+    for item in items:
+        scores = [
+            model.probability({name: item.features[f"{name}@{rank}"] for name in KERNEL_NAMES})
+            for rank in range(1, KERNEL_RESULTS + 1)
+            if f"{KERNEL_NAMES[0]}@{rank}" in item.features
+        ] or [0.0]
+        learned = {"relevance_first": scores[0], "relevance_best": max(scores)}
+        found.append(replace(item, features={**item.features, **learned}))
+    return found
+
+
+def learned_relevance_measure(assessed: list[Assessed]) -> None:
+    """A relevance model learned from users' questions rather than the corpus: logistic over a
+    result's kernel features, fitted on the other repositories' questions (the result holding the
+    answer against the rest of the first few), its score of the first result (or the best of
+    them) added to today's abstention model. Nested rotation: the feature of a training question
+    of repository g, when f is left out, comes from a model fitted without f and g, so no label of
+    f reaches f's decisions."""
+    from groundtruth.search.abstention_fit import DEFAULT_FEATURES
+
+    folds = sorted({item.question.fold for item in assessed})
+    of = {fold: [item for item in assessed if item.question.fold == fold] for fold in folds}
+    measured = [
+        item
+        for fold in folds
+        for item in _with_relevance(of[fold], [item for item in assessed if item.question.fold != fold])
+    ]
+    print("\na relevance model of the kernel features learned from the other repositories' questions:")
+    for name in ("relevance_first", "relevance_best"):
+        cells = []
+        for kind in (None, "rst", "Markdown"):
+            items = [item for item in measured if kind is None or repository_format(item.question.fold) == kind]
+            cells.append(
+                auc(
+                    [item.features[name] for item in items if item.question.answerable],
+                    [item.features[name] for item in items if not item.question.answerable],
+                )
+            )
+        print(f"  {name:<26} AUC " + " ".join(f"{value:.3f}" for value in cells))
+    for variant in (
+        Variant("today", DEFAULT_FEATURES),
+        Variant("+ relevance_first", (*DEFAULT_FEATURES, "relevance_first")),
+        Variant("+ relevance_best", (*DEFAULT_FEATURES, "relevance_best")),
+    ):
+        refused: dict[str, bool] = {}
+        for fold in folds:
+            training = [
+                item
+                for other in folds
+                if other != fold
+                for item in _with_relevance(
+                    of[other], [item for item in assessed if item.question.fold not in (fold, other)]
+                )
+            ]
+            held_out = _with_relevance(of[fold], [item for item in assessed if item.question.fold != fold])
+            refused.update(_decide(variant, training, held_out, [])[0])
+        decisions = Decisions(refused, [])
+        rates = []
+        for kind in ("rst", "Markdown", None):
+            answerable, unanswerable = _rates(
+                decisions, [item for item in assessed if kind is None or repository_format(item.question.fold) == kind]
+            )
+            rates.append(f"{kind or 'pooled'} {unanswerable:.3f}/{answerable:.3f}")
+        largest, over = _worst(decisions, assessed, folds)
+        print(f"  {variant.name:<26} {', '.join(rates)}; max {largest:.3f} ({over} above)")
 
 
 def refusal_evidence_measure(
@@ -460,5 +655,7 @@ def refusal_evidence_measure(
         print(f"    {'pooled':<10} {_cell(cross, inside, assessed)}")
         print(f"    per repository: max {largest:.3f} ({over} above) ({largest_in:.3f}, {over_in} above)")
         print(f"    across formats: {format_transfer(variant, assessed)}")
+        print(f"    in-sample limit: {in_sample_limit(variant, assessed)}")
         if transfer:
             print(f"    fitted on this set, measured on {transfer_from}: {transfer_check(variant, assessed, transfer)}")
+    learned_relevance_measure(assessed)
