@@ -18,6 +18,9 @@ and as refusal evidence on the development set. An experiment: nothing of it is 
     # 4. the figures
     .venv/bin/python benchmarks/cross_encoder.py report --questions var/cross/questions.pkl \\
         --scores var/cross/scores.pkl
+    # 3b. instead of 3: fine-tuned further on users' questions, left-one-repository-out, then 4
+    nice -n 5 .venv/bin/python benchmarks/cross_encoder.py label-fit --model var/cross/model \\
+        --questions var/cross/questions.pkl --out var/cross/label-scores.pkl
 
 The fit: each record's query (the heading path, or a question made of the title by a template,
 drawn per record, seeded) against its own passage (positive), its 3 mined hard negatives (the
@@ -387,6 +390,70 @@ def score(args: argparse.Namespace) -> None:
     args.out.write_bytes(pickle.dumps({"questions": questions, "corpus": corpus}))
 
 
+def label_fit(args: argparse.Namespace) -> None:
+    """The cross-encoder fitted on the corpus's mined pairs, fine-tuned further on users'
+    questions, left-one-repository-out: for each repository, a copy fine-tuned on the other
+    eleven's paraphrased questions (an answerable question against the passage of its first 8
+    that holds the answer, 1, and against the first `--negatives` that do not, 0; an unanswerable
+    question against its first `--negatives`, 0), then scoring the left-out repository's
+    questions. Writes scores in `score`'s form (without the corpus's mined pairs)."""
+    _offline()
+    import torch
+
+    items = pickle.loads(args.questions.read_bytes())
+    folds = sorted({item["fold"] for item in items})
+    questions: dict[str, list[float]] = {}
+    started = time.monotonic()
+    for fold in folds:
+        random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        scorer = PairScorer(str(args.model), max_length=args.max_length)
+        rows: list[tuple[str, str, float]] = []
+        for item in items:
+            if item["fold"] == fold or not item["passages"]:
+                continue
+            answer = item["hit_rank"] - 1 if item["hit_rank"] is not None else None
+            if item["answerable"] and answer is None:
+                continue  # the answer is not among the passages read: nothing to learn from
+            if answer is not None:
+                rows.append((item["text"], item["passages"][answer], 1.0))
+            others = [passage for index, passage in enumerate(item["passages"]) if index != answer]
+            rows += [(item["text"], passage, 0.0) for passage in others[: args.negatives]]
+        rng = random.Random(args.seed)
+        optimizer = torch.optim.AdamW(scorer.model.parameters(), lr=args.learning_rate)
+        steps = args.epochs * math.ceil(len(rows) / args.mini_batch_size)
+        scheduler = warmup_then_decay(torch, optimizer, steps)
+        positives = sum(label for *_, label in rows)
+        negatives = len(rows) - positives
+        scorer.model.train()
+        for _ in range(args.epochs):
+            order = list(range(len(rows)))
+            rng.shuffle(order)
+            for start in range(0, len(order), args.mini_batch_size):
+                part = [rows[index] for index in order[start : start + args.mini_batch_size]]
+                labels = torch.tensor([label for *_, label in part])
+                # Balanced class weights (averaging 1): each class weighs half of the loss.
+                weights = torch.where(labels > 0, len(rows) / (2 * positives), len(rows) / (2 * negatives))
+                logits = scorer.logits([row[0] for row in part], [row[1] for row in part])
+                loss = (
+                    torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none") * weights
+                ).mean()
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+        held_out = [item for item in items if item["fold"] == fold]
+        for item in held_out:
+            questions[item["id"]] = scorer.scores(item["text"], item["passages"]) if item["passages"] else []
+        print(
+            f"{fold}: fine-tuned on {len(rows)} rows ({positives:.0f} answers), {len(held_out)} questions scored;"
+            f" {time.monotonic() - started:.0f} s, peak RSS {_peak_rss_mb():.0f} MB",
+            flush=True,
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(pickle.dumps({"questions": questions, "corpus": {}}))
+
+
 def _separating(positives: list[float], negatives: list[float]) -> tuple[float, float]:
     """(Youden's J, the lowest score reaching it)."""
     best = (-1.0, 0.0)
@@ -404,7 +471,7 @@ def report(args: argparse.Namespace) -> None:
 
     benchmark_database_use(args.database)
     from benchmarks.evaluation_sets import Question, repository_format
-    from benchmarks.refusal_calibration import Assessed, Variant, _cell, _rates, auc, variant_measure
+    from benchmarks.refusal_calibration import Assessed, auc
     from groundtruth.search.abstention_fit import DEFAULT_FEATURES as today
 
     items = pickle.loads(args.questions.read_bytes())
@@ -466,6 +533,9 @@ def report(args: argparse.Namespace) -> None:
             cells.append(right / len(answerable))
         print(f"  {label:<36} " + " ".join(f"{value:.3f}" for value in cells))
 
+    if not scored["corpus"]:  # `label-fit`'s scores: no mined pairs scored
+        _abstention_report(assessed, groups)
+        return
     print("\nthresholds per corpus from its own held-out mined pairs (no label), logits")
     quantile, separating = {}, {}
     for repository, entry in sorted(scored["corpus"].items()):
@@ -508,6 +578,13 @@ def report(args: argparse.Namespace) -> None:
             )
             rates.append(f"{name} {caught:.3f}/{refused_answerable:.3f}")
         print(f"    {label:<12} " + "  ".join(rates))
+
+    _abstention_report(assessed, groups)
+
+
+def _abstention_report(assessed: list, groups: list) -> None:
+    from benchmarks.refusal_calibration import Variant, _cell, _rates, variant_measure
+    from groundtruth.search.abstention_fit import DEFAULT_FEATURES as today
 
     print("\ntoday's abstention model with the cross-encoder's score, left-one-repository-out (in-sample)")
     folds = sorted({a.question.fold for a in assessed})
@@ -564,12 +641,22 @@ def main() -> None:
     scoring.add_argument("--out", type=Path, required=True)
     scoring.add_argument("--max-length", type=int, default=160)
     scoring.add_argument("--held-out-per-repository", type=int, default=40)
+    labelling = commands.add_parser("label-fit")
+    labelling.add_argument("--model", type=Path, required=True, help="the fit on mined pairs")
+    labelling.add_argument("--questions", type=Path, required=True)
+    labelling.add_argument("--out", type=Path, required=True)
+    labelling.add_argument("--seed", type=int, default=0)
+    labelling.add_argument("--epochs", type=int, default=2)
+    labelling.add_argument("--negatives", type=int, default=2)
+    labelling.add_argument("--mini-batch-size", type=int, default=8)
+    labelling.add_argument("--learning-rate", type=float, default=2e-5)
+    labelling.add_argument("--max-length", type=int, default=160)
     reporting = commands.add_parser("report")
     reporting.add_argument("--questions", type=Path, required=True)
     reporting.add_argument("--scores", type=Path, required=True)
     reporting.add_argument("--database", default="gt_bench_retrieval")
     args = parser.parse_args()
-    {"fit": fit, "collect": collect, "score": score, "report": report}[args.command](args)
+    {"fit": fit, "collect": collect, "score": score, "label-fit": label_fit, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":
