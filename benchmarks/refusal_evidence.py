@@ -517,6 +517,21 @@ def transfer_check(variant: Variant, assessed: list[Assessed], transfer: list[As
     return f"{', '.join(cells)}; max {largest:.3f} ({over} above)"
 
 
+def format_aucs(assessed: list[Assessed], feature: str) -> str:
+    """How well `feature` alone separates answerable from unanswerable questions (AUC): pooled,
+    rst, Markdown."""
+    cells = []
+    for kind in (None, "rst", "Markdown"):
+        items = [item for item in assessed if kind is None or repository_format(item.question.fold) == kind]
+        cells.append(
+            auc(
+                [item.features[feature] for item in items if item.question.answerable],
+                [item.features[feature] for item in items if not item.question.answerable],
+            )
+        )
+    return " ".join(f"{value:.3f}" for value in cells)
+
+
 def _relevance_samples(items: list[Assessed]) -> list:
     """One sample per result among the first few of each question: its kernel features, and
     whether it holds the answer."""
@@ -569,16 +584,7 @@ def learned_relevance_measure(assessed: list[Assessed]) -> None:
     ]
     print("\na relevance model of the kernel features learned from the other repositories' questions:")
     for name in ("relevance_first", "relevance_best"):
-        cells = []
-        for kind in (None, "rst", "Markdown"):
-            items = [item for item in measured if kind is None or repository_format(item.question.fold) == kind]
-            cells.append(
-                auc(
-                    [item.features[name] for item in items if item.question.answerable],
-                    [item.features[name] for item in items if not item.question.answerable],
-                )
-            )
-        print(f"  {name:<26} AUC " + " ".join(f"{value:.3f}" for value in cells))
+        print(f"  {name:<26} AUC {format_aucs(measured, name)}")
     for variant in (
         Variant("today", DEFAULT_FEATURES),
         Variant("+ relevance_first", (*DEFAULT_FEATURES, "relevance_first")),
@@ -625,16 +631,7 @@ def refusal_evidence_measure(
     from groundtruth.search.abstention_fit import DEFAULT_FEATURES
 
     for name in (*DEFAULT_FEATURES, "named_known", "similarity", *CANDIDATES):
-        cells = []
-        for kind in (None, "rst", "Markdown"):
-            items = [item for item in assessed if kind is None or repository_format(item.question.fold) == kind]
-            cells.append(
-                auc(
-                    [item.features[name] for item in items if item.question.answerable],
-                    [item.features[name] for item in items if not item.question.answerable],
-                )
-            )
-        print(f"  {name:<26} " + " ".join(f"{value:.3f}" for value in cells))
+        print(f"  {name:<26} {format_aucs(assessed, name)}")
 
     folds = sorted({item.question.fold for item in assessed})
     formats = [
