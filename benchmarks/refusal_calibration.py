@@ -323,6 +323,15 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
     return sum(pairs) / len(pairs) if pairs else float("nan")
 
 
+def refused_to_catch(model, assessed: list[Assessed], caught: float) -> float:
+    """The share of the answerable questions `model` refuses at the lowest threshold that
+    refuses `caught` of the unanswerable ones."""
+    answerable = [model.probability(item.features) for item in assessed if item.question.answerable]
+    unanswerable = sorted(model.probability(item.features) for item in assessed if not item.question.answerable)
+    threshold = unanswerable[math.ceil(caught * len(unanswerable)) - 1]
+    return sum(probability <= threshold for probability in answerable) / len(answerable)
+
+
 def limits_print(assessed: list[Assessed], pseudo: list[PseudoQuery]) -> None:
     """Where today's model, fitted on every repository, stands: what catching more of the
     unanswerable questions costs, and how its probabilities of the corpus's pseudo-queries
@@ -337,9 +346,7 @@ def limits_print(assessed: list[Assessed], pseudo: list[PseudoQuery]) -> None:
     unanswerable = sorted(model.probability(item.features) for item in assessed if not item.question.answerable)
     print("\ntoday's model fitted on every repository (in-sample):")
     for caught in (0.85, 0.90):
-        # The lowest threshold that refuses `caught` of the unanswerable questions.
-        threshold = unanswerable[math.ceil(caught * len(unanswerable)) - 1]
-        refused = sum(probability <= threshold for probability in answerable) / len(answerable)
+        refused = refused_to_catch(model, assessed, caught)
         print(f"  catching {caught:.2f} of unanswerable questions refuses {refused:.3f} of answerable ones")
     present = [model.probability(item.present) for item in pseudo]
     absent = [model.probability(item.absent) for item in pseudo]

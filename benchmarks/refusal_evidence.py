@@ -76,6 +76,7 @@ from benchmarks.refusal_calibration import (
     _rates,
     auc,
     dense_first_repository,
+    refused_to_catch,
     variant_measure,
 )
 
@@ -199,8 +200,10 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
         return features
     firsts = Chunk.objects.in_bulk([hit.chunk.pk for hit in outcome.hits[:KERNEL_RESULTS]])
     texts = [firsts[hit.chunk.pk].text for hit in outcome.hits[:KERNEL_RESULTS]]
-    features["word_matched"] = word_matched(question, texts[:UNMATCHED_RESULTS])
-    for rank, matches in enumerate(kernel_matches(question, texts), start=1):
+    question_tokens, *passage_tokens = _token_vectors([question, *texts])
+    rows = question_word_rows(question, question_tokens.shape[0]) if question_tokens.shape[0] else {}
+    features["word_matched"] = word_matched(question_tokens, passage_tokens[:UNMATCHED_RESULTS], rows)
+    for rank, matches in enumerate(kernel_matches(question_tokens, passage_tokens, rows), start=1):
         features.update({f"{name}@{rank}": value for name, value in matches.items()})
         if rank == 1:
             features.update(matches)
@@ -253,7 +256,7 @@ def _token_vectors(texts: list[str]) -> list:
     return backend.token_vectors(texts, max_tokens=UNMATCHED_TOKENS)
 
 
-def word_matched(question: str, passages: list[str]) -> float:
+def word_matched(question_tokens, passage_tokens: list, rows: dict[str, list[int]]) -> float:
     """The weakest match of one of the question's words in the passages: each word that
     carries a lexeme scores the mean, over its word pieces, of each piece's best cosine with a
     token of the passages (MiniLM's contextual token vectors), and the lowest word score counts.
@@ -262,17 +265,13 @@ def word_matched(question: str, passages: list[str]) -> float:
     still find a neighbour in MiniLM's space, which a lexical test would miss."""
     import numpy as np
 
-    question_tokens, *passage_tokens = _token_vectors([question, *passages])
-    if not passage_tokens or question_tokens.shape[0] == 0:
+    if not passage_tokens or not rows:
         return 0.0
     best = (question_tokens @ np.concatenate(passage_tokens).T).max(axis=1)
-    rows = question_word_rows(question, len(best))
-    if not rows:
-        return 0.0
     return min(float(best[word_rows].mean()) for word_rows in rows.values())
 
 
-def kernel_matches(question: str, passages: list[str]) -> list[dict[str, float]]:
+def kernel_matches(question_tokens, passage_tokens: list, rows: dict[str, list[int]]) -> list[dict[str, float]]:
     """Per passage, kernel pooling of the question's word pieces against the passage's tokens
     (K-NRM, Xiong et al. 2017, on MiniLM's frozen contextual token vectors): for each kernel, the
     mean over the pieces of the question's lexeme-carrying words of log(1 + the soft count of
@@ -281,8 +280,6 @@ def kernel_matches(question: str, passages: list[str]) -> list[dict[str, float]]
     the question the passage matches closely, loosely and barely."""
     import numpy as np
 
-    question_tokens, *passage_tokens = _token_vectors([question, *passages])
-    rows = question_word_rows(question, question_tokens.shape[0]) if question_tokens.shape[0] else {}
     pieces = sorted({row for word_rows in rows.values() for row in word_rows})
     found = []
     for tokens in passage_tokens:
@@ -325,13 +322,14 @@ def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
 
 def answer_ranks(question, hits) -> tuple[int, ...]:
     """The ranks of the hits whose lines overlap the question's answer."""
+    from benchmarks.retrieval import Location, overlaps
+
     if not question.answerable or question.lines is None:
         return ()
-    first, last = question.lines
     return tuple(
         rank
         for rank, hit in enumerate(hits, start=1)
-        if hit.chunk.path == question.path and hit.chunk.start_line <= last and hit.chunk.end_line >= first
+        if overlaps(question, Location(hit.chunk.path, hit.chunk.start_line, hit.chunk.end_line))
     )
 
 
@@ -378,22 +376,15 @@ def in_sample_limit(variant: Variant, assessed: list[Assessed]) -> str:
     at the threshold that catches 0.85 (0.90) of the unanswerable ones. Fitted and measured on the
     same questions, this is an optimistic figure for the feature set, not a bound: the fit
     minimises the log loss, not this trade, so adding a feature can make it worse."""
-    import math
-
     from groundtruth.search.abstention_fit import LabelledEvidence, abstention_model_fit
 
     model = abstention_model_fit(
         [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in assessed],
         features=variant.features,
     )
-    answerable = [model.probability(item.features) for item in assessed if item.question.answerable]
-    unanswerable = sorted(model.probability(item.features) for item in assessed if not item.question.answerable)
-    cells = []
-    for caught in (0.85, 0.90):
-        threshold = unanswerable[math.ceil(caught * len(unanswerable)) - 1]
-        refused = sum(probability <= threshold for probability in answerable) / len(answerable)
-        cells.append(f"{refused:.3f} refused to catch {caught:.2f}")
-    return ", ".join(cells)
+    return ", ".join(
+        f"{refused_to_catch(model, assessed, caught):.3f} refused to catch {caught:.2f}" for caught in (0.85, 0.90)
+    )
 
 
 def format_transfer(variant: Variant, assessed: list[Assessed]) -> str:

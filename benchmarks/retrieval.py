@@ -158,7 +158,8 @@ class Location:
     end: int
 
 
-def _overlaps(question: Question, location: Location) -> bool:
+def overlaps(question: Question, location: Location) -> bool:
+    """Whether `location` overlaps the lines that answer `question`."""
     assert question.lines is not None
     return location.path == question.path and location.start <= question.lines[1] and location.end >= question.lines[0]
 
@@ -167,7 +168,7 @@ def hit_rank(question: Question, located: Iterable[Location], *, depth: int = TO
     for rank, location in enumerate(located, start=1):
         if rank > depth:
             return None
-        if _overlaps(question, location):
+        if overlaps(question, location):
             return rank
     return None
 
@@ -319,11 +320,11 @@ class AskMetrics:
                 sum(answer.sources_missing for answer in unanswerable) / len(unanswerable) if unanswerable else None
             ),
             first_citation_hits=sum(
-                bool(answer.citations) and _overlaps(answer.question, answer.citations[0]) for answer in answerable
+                bool(answer.citations) and overlaps(answer.question, answer.citations[0]) for answer in answerable
             )
             / count,
             any_citation_hits=sum(
-                any(_overlaps(answer.question, citation) for citation in answer.citations) for answer in answerable
+                any(overlaps(answer.question, citation) for citation in answer.citations) for answer in answerable
             )
             / count,
             citations_per_answer=statistics.mean(len(answer.citations) for answer in answered) if answered else 0.0,
@@ -342,7 +343,7 @@ def rerank_fit(run: Run, folds: set[str], base):
     samples = [
         RankedCandidates(
             evidence=answer.candidates.evidence,
-            answers=[_overlaps(answer.question, location) for location in answer.candidates.locations],
+            answers=[overlaps(answer.question, location) for location in answer.candidates.locations],
             weight=1.0 / questions_of[answer.question.fold],
         )
         for answer in answers
@@ -406,7 +407,7 @@ def features_write(run: Run, path: Path) -> None:
                 "answerable": answer.question.answerable,
                 "ranks": answer.ranks,
                 "citation_hits": [
-                    answer.question.answerable and _overlaps(answer.question, location) for location in answer.citations
+                    answer.question.answerable and overlaps(answer.question, location) for location in answer.citations
                 ],
                 "sources_missing": answer.sources_missing,
                 "features": answer.features,
@@ -571,7 +572,7 @@ def misses_print(run: Run) -> None:
             assert question.lines is not None  # every answerable question has its answer's lines
             rank = answer.ranks["hybrid"]
             first = answer.citations[0] if answer.citations else None
-            if rank != 1 or answer.sources_missing or first is None or not _overlaps(question, first):
+            if rank != 1 or answer.sources_missing or first is None or not overlaps(question, first):
                 cited = f"{first.path}:{first.start}-{first.end}" if first else "none"
                 print(
                     f"  [{question.id} {answer.wording}] hybrid rank {rank}, missing={answer.sources_missing}, "
@@ -695,7 +696,7 @@ def judge_report(answers: list[JudgedAnswer], judge_row) -> None:
         )
 
         def first_hit(citations_of) -> float:
-            return _share([bool(citations_of(a)) and _overlaps(a.question, citations_of(a)[0]) for a in para])
+            return _share([bool(citations_of(a)) and overlaps(a.question, citations_of(a)[0]) for a in para])
 
         def per_answer(citations_of) -> float:
             counts = [len(citations_of(a)) for a in para if citations_of(a)]
