@@ -119,6 +119,40 @@ def eval_dev_load(directory: Path, *, only: set[str] | None = None) -> Evaluatio
     )
 
 
+WRITTEN_QUESTIONS = ROOT / "benchmarks" / "written_questions"
+WRITTEN_COLLECTION = "written"
+
+
+def written_load(evaluation: EvaluationSet, directory: Path = WRITTEN_QUESTIONS) -> EvaluationSet:
+    """`evaluation` with the questions written to fit on (`benchmarks/written_questions`, see its
+    README) about the repositories it holds, each held out with its repository."""
+    names = {repository.name for repository in evaluation.repositories}
+    questions = []
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            if entry["repo"] not in names:
+                continue
+            questions.append(
+                Question(
+                    id=entry["id"],
+                    collection=WRITTEN_COLLECTION,
+                    fold=entry["repo"],
+                    texts={"paraphrase": entry["question"]},
+                    answerable=entry["answerable"],
+                    path=entry.get("path"),
+                    lines=(entry["start_line"], entry["end_line"]) if entry["answerable"] else None,
+                )
+            )
+    return EvaluationSet(
+        name=f"{evaluation.name} + {len(questions)} written questions to fit on",
+        repositories=evaluation.repositories,
+        questions=evaluation.questions + questions,
+    )
+
+
 def ferrite_load(path: Path) -> EvaluationSet:
     data = yaml.safe_load(path.read_text())
     corpus = ROOT / data["corpus"]

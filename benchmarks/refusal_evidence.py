@@ -42,6 +42,10 @@ most 5% of the training answerable questions refused) fitted on eleven repositor
 on the one left out, in-sample beside it; and, as a stricter test of transfer across styles,
 fitted on one format's six repositories and measured on the other format's six.
 
+With `--written` (benchmarks/written_questions), every variant is fitted on the other repositories'
+questions of both collections; the development set's figures and the written questions' are
+printed apart, and beside them the same variant fitted on the development set's questions alone.
+
 Documentation nobody tuned for: `--assessed-out FILE` writes every question's features as JSON
 lines; `--transfer-check FILE` (such a file written on another set, in its own benchmark
 database) adds each variant fitted on every question of this set and measured on that one. A set
@@ -64,7 +68,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.evaluation_sets import TOP, EvaluationSet, repository_format, repository_format_record
+from benchmarks.evaluation_sets import (
+    TOP,
+    WRITTEN_COLLECTION,
+    EvaluationSet,
+    repository_format,
+    repository_format_record,
+)
 from benchmarks.refusal_calibration import (
     ANSWERABLE_MISSING_TARGET,
     REPOSITORY_REFUSED_LIMIT,
@@ -382,8 +392,9 @@ def in_sample_limit(variant: Variant, assessed: list[Assessed]) -> str:
         [LabelledEvidence(features=item.features, answerable=item.question.answerable) for item in assessed],
         features=variant.features,
     )
+    measured = _measured(assessed)
     return ", ".join(
-        f"{refused_to_catch(model, assessed, caught):.3f} refused to catch {caught:.2f}" for caught in (0.85, 0.90)
+        f"{refused_to_catch(model, measured, caught):.3f} refused to catch {caught:.2f}" for caught in (0.85, 0.90)
     )
 
 
@@ -395,7 +406,7 @@ def format_transfer(variant: Variant, assessed: list[Assessed]) -> str:
     cells = []
     for trained, measured_format in (("rst", "Markdown"), ("Markdown", "rst")):
         training = [item for item in assessed if repository_format(item.question.fold) == trained]
-        measured = [item for item in assessed if repository_format(item.question.fold) == measured_format]
+        measured = [item for item in _measured(assessed) if repository_format(item.question.fold) == measured_format]
         if not training or not any(not item.question.answerable for item in measured):
             cells.append("n/a")  # a set of one format
             continue
@@ -418,6 +429,36 @@ def format_transfer(variant: Variant, assessed: list[Assessed]) -> str:
     return "  ".join(cells)
 
 
+def _measured(assessed: list[Assessed]) -> list[Assessed]:
+    """The development set's questions: the questions written to fit on (`evaluation_sets.written_load`)
+    join the fits of the folds they are not held out with and are reported apart."""
+    return [item for item in assessed if item.question.collection != WRITTEN_COLLECTION]
+
+
+def rotated_decisions(variant: Variant, training: list[Assessed], measured: list[Assessed]) -> Decisions:
+    """`measured`'s decisions by `variant` fitted, for each repository, on `training`'s questions of
+    the other repositories."""
+    refused: dict[str, bool] = {}
+    for fold in sorted({item.question.fold for item in measured}):
+        held_out = [item for item in measured if item.question.fold == fold]
+        refused.update(_decide(variant, [item for item in training if item.question.fold != fold], held_out, [])[0])
+    return Decisions(refused, [])
+
+
+def _cells_print(label: str, cross: Decisions, inside: Decisions, items: list[Assessed], folds: list[str]) -> None:
+    """Caught/refused per format and pooled, left-one-repository-out (in-sample), and the
+    repositories refusing the most."""
+    cells = [
+        f"{name} {_cell(cross, inside, [item for item in items if repository_format(item.question.fold) == name])}"
+        for name in ("rst", "Markdown")
+    ]
+    (largest, over), (largest_in, over_in) = _worst(cross, items, folds), _worst(inside, items, folds)
+    print(
+        f"    {label + ': ' if label else ''}{', '.join(cells)}, pooled {_cell(cross, inside, items)};"
+        f" per repository max {largest:.3f} ({over} above) ({largest_in:.3f}, {over_in} above)"
+    )
+
+
 def _worst(decisions: Decisions, assessed: list[Assessed], folds: list[str]) -> tuple[float, int]:
     """The largest share of one repository's answerable questions refused, and how many
     repositories refuse more than the limit."""
@@ -433,6 +474,7 @@ def assessed_write(assessed: list[Assessed], path: Path) -> None:
                 {
                     "id": item.question.id,
                     "fold": item.question.fold,
+                    "written": item.question.collection == WRITTEN_COLLECTION,
                     "answerable": item.question.answerable,
                     "format": repository_format(item.question.fold),
                     "features": item.features,
@@ -454,7 +496,11 @@ def assessed_read(path: Path) -> list[Assessed]:
         if "format" in row:  # files written before 2026-11-27 have none
             repository_format_record(row["fold"], row["format"])
         question = Question(
-            id=row["id"], collection=path.name, fold=row["fold"], texts={}, answerable=row["answerable"]
+            id=row["id"],
+            collection=WRITTEN_COLLECTION if row.get("written") else path.name,
+            fold=row["fold"],
+            texts={},
+            answerable=row["answerable"],
         )
         items.append(
             Assessed(
@@ -575,7 +621,7 @@ def learned_relevance_measure(assessed: list[Assessed]) -> None:
     ]
     print("\na relevance model of the kernel features learned from the other repositories' questions:")
     for name in ("relevance_first", "relevance_best"):
-        print(f"  {name:<26} AUC {format_aucs(measured, name)}")
+        print(f"  {name:<26} AUC {format_aucs(_measured(measured), name)}")
     for variant in (
         Variant("today", DEFAULT_FEATURES),
         Variant("+ relevance_first", (*DEFAULT_FEATURES, "relevance_first")),
@@ -597,10 +643,11 @@ def learned_relevance_measure(assessed: list[Assessed]) -> None:
         rates = []
         for kind in ("rst", "Markdown", None):
             answerable, unanswerable = _rates(
-                decisions, [item for item in assessed if kind is None or repository_format(item.question.fold) == kind]
+                decisions,
+                [item for item in _measured(assessed) if kind is None or repository_format(item.question.fold) == kind],
             )
             rates.append(f"{kind or 'pooled'} {unanswerable:.3f}/{answerable:.3f}")
-        largest, over = _worst(decisions, assessed, folds)
+        largest, over = _worst(decisions, _measured(assessed), folds)
         print(f"  {variant.name:<26} {', '.join(rates)}; max {largest:.3f} ({over} above)")
 
 
@@ -617,18 +664,29 @@ def refusal_evidence_measure(
         assessed_write(assessed, assessed_out)
         print(f"every question's features written to {assessed_out}")
     transfer = assessed_read(transfer_from) if transfer_from is not None else []
+    refusal_evidence_report(assessed, transfer=transfer, transfer_from=transfer_from)
 
+
+def refusal_evidence_report(
+    assessed: list[Assessed], *, transfer: list[Assessed], transfer_from: Path | None = None
+) -> None:
+
+    measured = _measured(assessed)
+    written = [item for item in assessed if item.question.collection == WRITTEN_COLLECTION]
+    if written:
+        print(
+            f"{len(written)} of them written to fit on (benchmarks/written_questions): each joins the fits of the"
+            " folds it is not held out with; the development set's figures are its questions' alone, the written"
+            " questions' figures are printed apart"
+        )
     print("\nseparation of answerable from unanswerable questions by one feature alone (AUC): pooled, rst, Markdown")
     from groundtruth.search.abstention_fit import DEFAULT_FEATURES
 
     for name in (*DEFAULT_FEATURES, "named_known", "similarity", *CANDIDATES):
-        print(f"  {name:<26} {format_aucs(assessed, name)}")
+        beside = f"   written {format_aucs(written, name)}" if written else ""
+        print(f"  {name:<26} {format_aucs(measured, name)}{beside}")
 
-    folds = sorted({item.question.fold for item in assessed})
-    formats = [
-        (name, [item for item in assessed if repository_format(item.question.fold) == name])
-        for name in ("rst", "Markdown")
-    ]
+    folds = sorted({item.question.fold for item in measured})
     print(
         "\nsources_missing on unanswerable/answerable questions, left-one-repository-out (in-sample); the largest"
         f" share of one repository's answerable questions refused and how many exceed {REPOSITORY_REFUSED_LIMIT};"
@@ -636,12 +694,15 @@ def refusal_evidence_measure(
     )
     for variant in variants():
         cross, inside = variant_measure(variant, assessed, [])
-        (largest, over), (largest_in, over_in) = _worst(cross, assessed, folds), _worst(inside, assessed, folds)
         print(f"\n  {variant.name}: {', '.join(variant.features)}")
-        for name, items in formats:
-            print(f"    {name:<10} {_cell(cross, inside, items)}")
-        print(f"    {'pooled':<10} {_cell(cross, inside, assessed)}")
-        print(f"    per repository: max {largest:.3f} ({over} above) ({largest_in:.3f}, {over_in} above)")
+        _cells_print("", cross, inside, measured, folds)
+        if written:
+            _cells_print("written", cross, inside, written, folds)
+            # The same variant fitted on the development set's questions alone, in the same run.
+            alone = rotated_decisions(variant, measured, assessed)
+            alone_inside = Decisions(_decide(variant, measured, assessed, [])[0], [])
+            _cells_print("fitted without the written questions", alone, alone_inside, measured, folds)
+            _cells_print("fitted without them, on the written", alone, alone_inside, written, folds)
         print(f"    across formats: {format_transfer(variant, assessed)}")
         print(f"    in-sample limit: {in_sample_limit(variant, assessed)}")
         if transfer:

@@ -49,6 +49,11 @@ held-out repository's questions are measured.
 An unanswerable question is held out with the repository it asks about (its `absent_scope`, or
 the project it names), else spread evenly.
 
+`--written` adds the questions written to fit on (benchmarks/written_questions, 648 about the
+development set's repositories, by authors who never saw its questions) as their own collection:
+each is held out with its repository, so the fits of a fold use the other repositories' questions
+of both collections, and both collections' figures are printed apart.
+
 The project's own corpus (benchmarks/corpus/ferrite with benchmarks/questions.yml: reference
 documentation of a webhook service, written for the benchmarks) is indexed beside the set as one
 more repository (`--no-ferrite` leaves it out): one more documentation style to tune for and to
@@ -87,6 +92,7 @@ from benchmarks.evaluation_sets import (
     eval_dev_load,
     ferrite_load,
     repository_format,
+    written_load,
 )
 
 
@@ -523,22 +529,26 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
         misses_print(shipped)
 
 
-def _breakdown_row(label: str, shipped: Run, cross: Run, folds: set[str]) -> str:
-    """One line of figures for `folds`: cross-validated, in-sample in brackets."""
+def _breakdown_row(label: str, shipped: Run, cross: Run, folds: set[str], collection: str) -> str:
+    """One line of figures for `folds`' questions of `collection`: cross-validated, in-sample in
+    brackets."""
 
-    def figures(run: Run) -> tuple[RankMetrics, float, AskMetrics]:
-        paraphrased = run.select(wording="paraphrase", folds=folds)
-        verbatim = RankMetrics.of([answer.ranks["hybrid"] for answer in run.select(wording="verbatim", folds=folds)])
+    def figures(run: Run) -> tuple[RankMetrics, str, AskMetrics]:
+        paraphrased = run.select(wording="paraphrase", folds=folds, collection=collection)
+        verbatim = run.select(wording="verbatim", folds=folds, collection=collection)
+        verbatim_recall = f"{RankMetrics.of([answer.ranks['hybrid'] for answer in verbatim]).recall_1:.3f}"
         ranks = RankMetrics.of([answer.ranks["hybrid"] for answer in paraphrased])
-        asked = AskMetrics.of(paraphrased, run.select(wording="paraphrase", answerable=False, folds=folds))
-        return ranks, verbatim.recall_1, asked
+        asked = AskMetrics.of(
+            paraphrased, run.select(wording="paraphrase", answerable=False, folds=folds, collection=collection)
+        )
+        return ranks, verbatim_recall if verbatim else "  -  ", asked
 
     (ranks, verbatim, asked), (ranks_in, verbatim_in, asked_in) = figures(cross), figures(shipped)
     unanswerable = "   -  " if asked.missing_unanswerable is None else f"{asked.missing_unanswerable:.3f}"
     unanswerable_in = "  -  " if asked_in.missing_unanswerable is None else f"{asked_in.missing_unanswerable:.3f}"
     return (
         f"  {label:<22} {ranks.recall_1:.3f} ({ranks_in.recall_1:.3f})  {ranks.recall_5:.3f} ({ranks_in.recall_5:.3f})"
-        f"  {ranks.mrr_10:.3f} ({ranks_in.mrr_10:.3f})  {verbatim:.3f} ({verbatim_in:.3f})"
+        f"  {ranks.mrr_10:.3f} ({ranks_in.mrr_10:.3f})  {verbatim} ({verbatim_in})"
         f"  {asked.first_citation_hits:.3f} ({asked_in.first_citation_hits:.3f})"
         f"  {asked.missing_answerable:.3f} ({asked_in.missing_answerable:.3f})"
         f"  {unanswerable} ({unanswerable_in})"
@@ -549,19 +559,20 @@ def breakdown_print(evaluation: EvaluationSet, shipped: Run, cross: Run) -> None
     """The service's figures per format (rst, Markdown), pooled and per repository: paraphrased
     hybrid R@1, R@5 and MRR@10, FAQ-wording R@1, /ask first-citation hits and sources_missing on
     answerable and unanswerable questions, cross-validated by repository, in-sample in brackets."""
-    print(
-        "\nper format and per repository, cross-validated (in-sample):\n"
-        "  folds                  para R@1         R@5              MRR@10           FAQ R@1          "
-        "1st citation     missing answ.    missing unansw."
-    )
-    folds = sorted(evaluation.folds)
-    for name in ("rst", "Markdown"):
-        of_format = {fold for fold in folds if repository_format(fold) == name}
-        if of_format:
-            print(_breakdown_row(f"{name} ({len(of_format)})", shipped, cross, of_format))
-    print(_breakdown_row("pooled", shipped, cross, set(folds)))
-    for fold in folds:
-        print(_breakdown_row(fold, shipped, cross, {fold}))
+    for collection in evaluation.collections:
+        print(
+            f"\n{collection}: per format and per repository, cross-validated (in-sample):\n"
+            "  folds                  para R@1         R@5              MRR@10           FAQ R@1          "
+            "1st citation     missing answ.    missing unansw."
+        )
+        folds = sorted({question.fold for question in evaluation.questions if question.collection == collection})
+        for name in ("rst", "Markdown"):
+            of_format = {fold for fold in folds if repository_format(fold) == name}
+            if of_format:
+                print(_breakdown_row(f"{name} ({len(of_format)})", shipped, cross, of_format, collection))
+        print(_breakdown_row("pooled", shipped, cross, set(folds), collection))
+        for fold in folds:
+            print(_breakdown_row(fold, shipped, cross, {fold}, collection))
 
 
 def misses_print(run: Run) -> None:
@@ -761,6 +772,12 @@ def main() -> None:
     parser.add_argument(
         "--only", help="comma-separated repositories (owner/name) of the set to index and ask about, not all of them"
     )
+    parser.add_argument(
+        "--written",
+        action="store_true",
+        help="fit also on the questions written to fit on (benchmarks/written_questions): each joins the fits of"
+        " the folds it is not held out with and is never measured",
+    )
     parser.add_argument("--database", default="gt_bench_retrieval")
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "retrieval")
     parser.add_argument("--no-cross-validation", action="store_true")
@@ -813,6 +830,8 @@ def main() -> None:
         only = set(args.only.split(",")) if args.only else None
         evaluation = eval_dev_load(args.eval_set, only=only)
         database, workdir = args.database, args.workdir / args.eval_set.name
+        if args.written:
+            evaluation = written_load(evaluation)
         if not args.no_ferrite:
             evaluation = evaluation.merge(ferrite)
             database, workdir = f"{database}_with_ferrite", args.workdir / f"{args.eval_set.name}-with-ferrite"
