@@ -51,8 +51,9 @@ the project it names), else spread evenly.
 
 `--written` adds the questions written to fit on (benchmarks/written_questions, 648 about the
 development set's repositories, by authors who never saw its questions) as their own collection:
-each is held out with its repository, so the fits of a fold use the other repositories' questions
-of both collections, and both collections' figures are printed apart.
+each is held out with its repository, so the sources-missing fit of a fold uses the other
+repositories' questions of both collections (the re-ranking fit too with `--written-reranking`),
+and both collections' figures are printed apart.
 
 The project's own corpus (benchmarks/corpus/ferrite with benchmarks/questions.yml: reference
 documentation of a webhook service, written for the benchmarks) is indexed beside the set as one
@@ -87,6 +88,7 @@ from benchmarks.evaluation_sets import (
     ANSWERABLE_MISSING_TARGET,
     TOP,
     WORDINGS,
+    WRITTEN_COLLECTION,
     EvaluationSet,
     Question,
     eval_dev_load,
@@ -338,12 +340,17 @@ class AskMetrics:
 
 
 # --- tuning --------------------------------------------------------------------------------------
-def rerank_fit(run: Run, folds: set[str], base):
+def rerank_fit(run: Run, folds: set[str], base, *, written: bool = False):
     """The fusion parameters `base` with re-ranking weights fitted on the paraphrased questions
-    of `folds` (their candidates as the run re-ranked them)."""
+    of `folds` (their candidates as the run re-ranked them); the written questions among them only
+    with `written`."""
     from groundtruth.search.rerank_fit import RankedCandidates, rerank_weights_fit
 
-    answers = run.select(wording="paraphrase", folds=folds)
+    answers = [
+        answer
+        for answer in run.select(wording="paraphrase", folds=folds)
+        if written or answer.question.collection != WRITTEN_COLLECTION
+    ]
     # Each repository counts the same, however many questions it has (`RankedCandidates.weight`).
     questions_of = Counter(answer.question.fold for answer in answers)
     samples = [
@@ -422,7 +429,14 @@ def features_write(run: Run, path: Path) -> None:
     print(f"evidence features of {len(run.answers)} answers written to {path}")
 
 
-def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, features_out: Path | None) -> None:
+def evaluate(
+    evaluation: EvaluationSet,
+    *,
+    misses: bool,
+    cross_validate: bool,
+    features_out: Path | None,
+    written_reranking: bool = False,
+) -> None:
     from groundtruth.search.fusion import fusion_parameters_configured
 
     configured = fusion_parameters_configured()
@@ -448,7 +462,7 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
         chosen = []
         for fold in evaluation.folds:
             training = set(evaluation.folds) - {fold}
-            fusion = rerank_fit(shipped, training, configured)
+            fusion = rerank_fit(shipped, training, configured, written=written_reranking)
             fold_run = questions_ask(evaluation, fusion=fusion)
             model, threshold = abstention_fit(fold_run, training)
             held_out = questions_ask(
@@ -509,7 +523,7 @@ def evaluate(evaluation: EvaluationSet, *, misses: bool, cross_validate: bool, f
         breakdown_print(evaluation, shipped, cross)
 
     if len(evaluation.folds) > 1:
-        fusion = rerank_fit(shipped, set(evaluation.folds), configured)
+        fusion = rerank_fit(shipped, set(evaluation.folds), configured, written=written_reranking)
         final = questions_ask(evaluation, fusion=fusion)
         model, threshold = abstention_fit(final, set(evaluation.folds))
         from groundtruth.search.fitted_parameters import abstention_fit_document, fit_provenance, rerank_fit_document
@@ -775,8 +789,13 @@ def main() -> None:
     parser.add_argument(
         "--written",
         action="store_true",
-        help="fit also on the questions written to fit on (benchmarks/written_questions): each joins the fits of"
-        " the folds it is not held out with and is never measured",
+        help="add the questions written to fit on (benchmarks/written_questions): each joins the sources-missing"
+        " fits of the folds it is not held out with; measured and printed apart",
+    )
+    parser.add_argument(
+        "--written-reranking",
+        action="store_true",
+        help="with --written: the written questions join the re-ranking fits too (measured: docs/benchmarks.md)",
     )
     parser.add_argument("--database", default="gt_bench_retrieval")
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "retrieval")
@@ -876,7 +895,11 @@ def main() -> None:
         judge_report(answers, judge.row)
         return
     evaluate(
-        evaluation, misses=args.misses, cross_validate=not args.no_cross_validation, features_out=args.features_out
+        evaluation,
+        misses=args.misses,
+        cross_validate=not args.no_cross_validation,
+        features_out=args.features_out,
+        written_reranking=args.written_reranking,
     )
 
 
