@@ -430,8 +430,9 @@ def format_transfer(variant: Variant, assessed: list[Assessed]) -> str:
 
 
 def _measured(assessed: list[Assessed]) -> list[Assessed]:
-    """The development set's questions: the questions written to fit on (`evaluation_sets.written_load`)
-    join the fits of the folds they are not held out with and are reported apart."""
+    """The set's own questions, which the figures are of: the questions written to fit on
+    (`evaluation_sets.written_load`) join the fits of the folds they are not held out with and are
+    reported apart."""
     return [item for item in assessed if item.question.collection != WRITTEN_COLLECTION]
 
 
@@ -670,7 +671,8 @@ def refusal_evidence_measure(
 def refusal_evidence_report(
     assessed: list[Assessed], *, transfer: list[Assessed], transfer_from: Path | None = None
 ) -> None:
-
+    """Every figure of the measure from the questions' features: apart from the search, so that a
+    features file (`--assessed-out`, `assessed_read`) can be studied again without searching."""
     measured = _measured(assessed)
     written = [item for item in assessed if item.question.collection == WRITTEN_COLLECTION]
     if written:
