@@ -749,11 +749,18 @@ def judge_report(answers: list[JudgedAnswer], judge_row) -> None:
         " sources_missing unanswerable/answerable: today | judge threshold | either refuses"
     )
     print(f"  {'group':<24} {'ans':>3} {'un':>3}")
-    group("pooled", lambda a: True)
+
+    def own(answer: JudgedAnswer) -> bool:  # the set's questions; the written ones apart (`--written`)
+        return answer.question.collection != WRITTEN_COLLECTION
+
+    group("pooled", own)
     for kind in ("rst", "Markdown"):
-        group(f"{kind} repositories", lambda a, k=kind: repository_format(a.question.fold) == k)
+        group(f"{kind} repositories", lambda a, k=kind: own(a) and repository_format(a.question.fold) == k)
     for fold in sorted({a.question.fold for a in answers}):
-        group(fold, lambda a, f=fold: a.question.fold == f)
+        group(fold, lambda a, f=fold: own(a) and a.question.fold == f)
+    group("written, pooled", lambda a: not own(a))
+    for kind in ("rst", "Markdown"):
+        group(f"written, {kind}", lambda a, k=kind: not own(a) and repository_format(a.question.fold) == k)
     thresholds = judge_row.thresholds
     if thresholds:
         values = list(thresholds.values())
