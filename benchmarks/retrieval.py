@@ -842,6 +842,8 @@ def main() -> None:
         help="write every answer's evidence features of the shipped run as JSON lines, for studying the model",
     )
     args = parser.parse_args()
+    if args.written_reranking and not args.written:
+        parser.error("--written-reranking needs --written")
     # The registry lists the corpus repositories by their path, which must be absolute.
     args.workdir = args.workdir.resolve()
 
