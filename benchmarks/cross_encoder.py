@@ -12,6 +12,8 @@ and as refusal evidence on the development set. An experiment: nothing of it is 
     #    its first 8 passages kept with today's evidence features (--own-title: passages keep
     #    their section's own title in the trail, as the index embeds them)
     .venv/bin/python benchmarks/cross_encoder.py collect --out var/cross/questions.pkl
+    #    (--written: the written questions too, benchmarks/written_questions; the report then
+    #    prints their groups apart)
     # 3. the cross-encoder's scores of those passages and of each repository's held-out mined pairs
     .venv/bin/python benchmarks/cross_encoder.py score --model var/cross/model \\
         --questions var/cross/questions.pkl --pairs var/cross/pairs.json --out var/cross/scores.pkl
@@ -21,6 +23,8 @@ and as refusal evidence on the development set. An experiment: nothing of it is 
     # 3b. instead of 3: fine-tuned further on users' questions, left-one-repository-out, then 4
     nice -n 5 .venv/bin/python benchmarks/cross_encoder.py label-fit --model var/cross/model \\
         --questions var/cross/questions.pkl --out var/cross/label-scores.pkl
+    #    (with --written questions: --epochs 1, and --train-collections eval-dev for the same
+    #    procedure fine-tuned on the development set's questions alone)
 
 The fit: each record's query (the heading path, or a question made of the title by a template,
 drawn per record, seeded) against its own passage (positive), its 3 mined hard negatives (the
@@ -313,7 +317,7 @@ def collect(args: argparse.Namespace) -> None:
     from benchmarks.benchmark_database import benchmark_database_use
 
     benchmark_database_use(args.database)
-    from benchmarks.evaluation_sets import TOP, eval_dev_load
+    from benchmarks.evaluation_sets import TOP, eval_dev_load, written_load
     from benchmarks.refusal_calibration import dense_first_repository
     from benchmarks.retrieval import Location, hit_rank
     from groundtruth.ingest.index_text import passage_text
@@ -322,6 +326,8 @@ def collect(args: argparse.Namespace) -> None:
     from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 
     evaluation = eval_dev_load(args.eval_set)
+    if args.written:
+        evaluation = written_load(evaluation)
     repositories = search_scope_resolve(names=None)
     names = {repository.pk: repository.name for repository in repositories}
     items = []
@@ -334,6 +340,7 @@ def collect(args: argparse.Namespace) -> None:
         items.append(
             {
                 "id": question.id,
+                "collection": question.collection,
                 "fold": question.fold,
                 "answerable": question.answerable,
                 "text": text,
@@ -396,7 +403,11 @@ def label_fit(args: argparse.Namespace) -> None:
     eleven's paraphrased questions (an answerable question against the passage of its first 8
     that holds the answer, 1, and against the first `--negatives` that do not, 0; an unanswerable
     question against its first `--negatives`, 0), then scoring the left-out repository's
-    questions. Writes scores in `score`'s form (without the corpus's mined pairs)."""
+    questions. Writes scores in `score`'s form (without the corpus's mined pairs).
+
+    `--train-collections eval-dev` fine-tunes on the development set's questions alone (the
+    left-out repository's written questions are scored all the same): the same procedure with
+    fewer questions, to see what more questions buy."""
     _offline()
     import torch
 
@@ -411,6 +422,8 @@ def label_fit(args: argparse.Namespace) -> None:
         rows: list[tuple[str, str, float]] = []
         for item in items:
             if item["fold"] == fold or not item["passages"]:
+                continue
+            if args.train_collections and item.get("collection", "eval-dev") not in args.train_collections:
                 continue
             answer = item["hit_rank"] - 1 if item["hit_rank"] is not None else None
             if item["answerable"] and answer is None:
@@ -487,7 +500,7 @@ def report(args: argparse.Namespace) -> None:
         best = max(range(len(own)), key=lambda index: own[index]) if own else None
         question = Question(
             id=item["id"],
-            collection="eval-dev",
+            collection=item.get("collection", "eval-dev"),
             fold=item["fold"],
             texts={"paraphrase": item["text"]},
             answerable=item["answerable"],
@@ -501,11 +514,17 @@ def report(args: argparse.Namespace) -> None:
             )
         )
         scores[item["id"]], hits[item["id"]] = own, item["hit_rank"]
-    groups = [("pooled", assessed)] + [
-        (name, [a for a in assessed if repository_format(a.question.fold) == name]) for name in ("rst", "Markdown")
-    ]
+    groups = []
+    for collection in dict.fromkeys(a.question.collection for a in assessed):
+        members = [a for a in assessed if a.question.collection == collection]
+        # The development set's groups keep their plain names (the earlier reports' columns).
+        prefix = "" if collection == "eval-dev" else f"{collection} "
+        groups += [(f"{prefix}pooled", members)] + [
+            (f"{prefix}{name}", [a for a in members if repository_format(a.question.fold) == name])
+            for name in ("rst", "Markdown")
+        ]
 
-    print("separation of answerable from unanswerable questions (AUC): pooled, rst, Markdown")
+    print("separation of answerable from unanswerable questions (AUC): " + ", ".join(name for name, _ in groups))
     for name in (*today, "similarity", "cross_best", "cross_first"):
         cells = [
             auc(
@@ -516,7 +535,7 @@ def report(args: argparse.Namespace) -> None:
         ]
         print(f"  {name:<20} " + " ".join(f"{value:.3f}" for value in cells))
 
-    print("\nparaphrased recall@1 over the first 8, by order: pooled, rst, Markdown")
+    print("\nparaphrased recall@1 over the first 8, by order: " + ", ".join(name for name, _ in groups))
     orders = [("today", lambda s, i: i), ("cross-encoder alone", lambda s, i: -s[i])] + [
         (f"cross-encoder - {w:g} x log(today's rank)", lambda s, i, w=w: -(s[i] - w * math.log(i + 1)))
         for w in (1.0, 2.0, 4.0)
@@ -634,6 +653,7 @@ def main() -> None:
     collecting.add_argument("--database", default="gt_bench_retrieval")
     collecting.add_argument("--eval-set", type=Path, default=ROOT.parent / "shared" / "eval-dev")
     collecting.add_argument("--own-title", action="store_true", help="passages keep their section's own title")
+    collecting.add_argument("--written", action="store_true", help="benchmarks/written_questions too")
     scoring = commands.add_parser("score")
     scoring.add_argument("--model", type=Path, required=True)
     scoring.add_argument("--questions", type=Path, required=True)
@@ -651,6 +671,9 @@ def main() -> None:
     labelling.add_argument("--mini-batch-size", type=int, default=8)
     labelling.add_argument("--learning-rate", type=float, default=2e-5)
     labelling.add_argument("--max-length", type=int, default=160)
+    labelling.add_argument(
+        "--train-collections", nargs="*", default=[], help="fine-tune on these collections' questions (default: all)"
+    )
     reporting = commands.add_parser("report")
     reporting.add_argument("--questions", type=Path, required=True)
     reporting.add_argument("--scores", type=Path, required=True)
