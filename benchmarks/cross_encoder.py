@@ -12,7 +12,8 @@ and as refusal evidence on the development set. An experiment: nothing of it is 
     #    its first 8 passages kept with today's evidence features (--own-title: passages keep
     #    their section's own title in the trail, as the index embeds them)
     .venv/bin/python benchmarks/cross_encoder.py collect --out var/cross/questions.pkl
-    #    (--written: the written questions too, benchmarks/written_questions; the report then
+    #    (--written: the written questions too, benchmarks/written_questions, and with
+    #    --written-second-batch its second batch; the report then
     #    prints their groups apart)
     # 3. the cross-encoder's scores of those passages and of each repository's held-out mined pairs
     .venv/bin/python benchmarks/cross_encoder.py score --model var/cross/model \\
@@ -327,7 +328,7 @@ def collect(args: argparse.Namespace) -> None:
 
     evaluation = eval_dev_load(args.eval_set)
     if args.written:
-        evaluation = written_load(evaluation)
+        evaluation = written_load(evaluation, second_batch=args.written_second_batch)
     repositories = search_scope_resolve(names=None)
     names = {repository.pk: repository.name for repository in repositories}
     items = []
@@ -654,6 +655,9 @@ def main() -> None:
     collecting.add_argument("--eval-set", type=Path, default=ROOT.parent / "shared" / "eval-dev")
     collecting.add_argument("--own-title", action="store_true", help="passages keep their section's own title")
     collecting.add_argument("--written", action="store_true", help="benchmarks/written_questions too")
+    collecting.add_argument(
+        "--written-second-batch", action="store_true", help="with --written: its second batch too (second-batch/)"
+    )
     scoring = commands.add_parser("score")
     scoring.add_argument("--model", type=Path, required=True)
     scoring.add_argument("--questions", type=Path, required=True)

@@ -121,31 +121,47 @@ def eval_dev_load(directory: Path, *, only: set[str] | None = None) -> Evaluatio
 
 WRITTEN_QUESTIONS = ROOT / "benchmarks" / "written_questions"
 WRITTEN_COLLECTION = "written"
+# The second batch (`written_questions/second-batch`) is a collection of its own, so that every
+# report prints it apart: no fit that ships had seen it when it was written.
+WRITTEN_SECOND_COLLECTION = "written-2"
 
 
-def written_load(evaluation: EvaluationSet, directory: Path = WRITTEN_QUESTIONS) -> EvaluationSet:
+def is_written(collection: str) -> bool:
+    """Whether a question of `collection` was written to fit on (either batch), rather than one
+    of the set's own."""
+    return collection in (WRITTEN_COLLECTION, WRITTEN_SECOND_COLLECTION)
+
+
+def written_load(
+    evaluation: EvaluationSet, directory: Path = WRITTEN_QUESTIONS, *, second_batch: bool = False
+) -> EvaluationSet:
     """`evaluation` with the questions written to fit on (`benchmarks/written_questions`, see its
-    README) about the repositories it holds, each held out with its repository."""
+    README) about the repositories it holds, each held out with its repository: the first batch,
+    the one the shipped fits were fitted on, and with `second_batch` the second as well."""
     names = {repository.name for repository in evaluation.repositories}
+    batches = [(directory, WRITTEN_COLLECTION)]
+    if second_batch:
+        batches.append((directory / "second-batch", WRITTEN_SECOND_COLLECTION))
     questions = []
-    for path in sorted(directory.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
-            entry = json.loads(line)
-            if entry["repo"] not in names:
-                continue
-            questions.append(
-                Question(
-                    id=entry["id"],
-                    collection=WRITTEN_COLLECTION,
-                    fold=entry["repo"],
-                    texts={"paraphrase": entry["question"]},
-                    answerable=entry["answerable"],
-                    path=entry.get("path"),
-                    lines=(entry["start_line"], entry["end_line"]) if entry["answerable"] else None,
+    for folder, collection in batches:
+        for path in sorted(folder.glob("*.jsonl")):
+            for line in path.read_text().splitlines():
+                if not line.strip():
+                    continue
+                entry = json.loads(line)
+                if entry["repo"] not in names:
+                    continue
+                questions.append(
+                    Question(
+                        id=entry["id"],
+                        collection=collection,
+                        fold=entry["repo"],
+                        texts={"paraphrase": entry["question"]},
+                        answerable=entry["answerable"],
+                        path=entry.get("path"),
+                        lines=(entry["start_line"], entry["end_line"]) if entry["answerable"] else None,
+                    )
                 )
-            )
     return EvaluationSet(
         name=f"{evaluation.name} + {len(questions)} written questions to fit on",
         repositories=evaluation.repositories,

@@ -72,6 +72,7 @@ from benchmarks.evaluation_sets import (
     TOP,
     WRITTEN_COLLECTION,
     EvaluationSet,
+    is_written,
     repository_format,
     repository_format_record,
 )
@@ -433,7 +434,7 @@ def _measured(assessed: list[Assessed]) -> list[Assessed]:
     """The set's own questions, which the figures are of: the questions written to fit on
     (`evaluation_sets.written_load`) join the fits of the folds they are not held out with and are
     reported apart."""
-    return [item for item in assessed if item.question.collection != WRITTEN_COLLECTION]
+    return [item for item in assessed if not is_written(item.question.collection)]
 
 
 def rotated_decisions(variant: Variant, training: list[Assessed], measured: list[Assessed]) -> Decisions:
@@ -475,7 +476,7 @@ def assessed_write(assessed: list[Assessed], path: Path) -> None:
                 {
                     "id": item.question.id,
                     "fold": item.question.fold,
-                    "written": item.question.collection == WRITTEN_COLLECTION,
+                    "written": is_written(item.question.collection),
                     "answerable": item.question.answerable,
                     "format": repository_format(item.question.fold),
                     "features": item.features,
@@ -674,7 +675,7 @@ def refusal_evidence_report(
     """Every figure of the measure from the questions' features: apart from the search, so that a
     features file (`--assessed-out`, `assessed_read`) can be studied again without searching."""
     measured = _measured(assessed)
-    written = [item for item in assessed if item.question.collection == WRITTEN_COLLECTION]
+    written = [item for item in assessed if is_written(item.question.collection)]
     if written:
         print(
             f"{len(written)} of them written to fit on (benchmarks/written_questions): each joins the fits of the"

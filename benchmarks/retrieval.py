@@ -8,6 +8,7 @@
     python benchmarks/retrieval.py --eval-set DIR --only A/B,C/D ...    # a subset of the set's repositories
     python benchmarks/retrieval.py --eval-set DIR --no-ferrite --refusal-calibration  # per-corpus refusal calibrations
     python benchmarks/retrieval.py --eval-set DIR --no-ferrite --refusal-evidence  # candidate refusal evidence
+    python benchmarks/retrieval.py --eval-set DIR --no-ferrite --written --rerank-evidence  # candidate ranking evidence
 
 `--judge` asks every question once and reports, per format (rst, Markdown), pooled and per
 repository, today's build (shipped configuration) beside the relevance judge (`groundtruth/judge/`)
@@ -53,7 +54,10 @@ the project it names), else spread evenly.
 development set's repositories, by authors who never saw its questions) as their own collection:
 each is held out with its repository, so the sources-missing fit of a fold uses the other
 repositories' questions of both collections (the re-ranking fit too with `--written-reranking`),
-and both collections' figures are printed apart.
+and both collections' figures are printed apart. `--written-second-batch` adds the second batch
+(648 more, `written_questions/second-batch`, written after the shipped fits) as a third
+collection: it joins the fits of the rotation like the first, and its in-sample figures are the
+shipped fits' on questions they never saw.
 
 The project's own corpus (benchmarks/corpus/ferrite with benchmarks/questions.yml: reference
 documentation of a webhook service, written for the benchmarks) is indexed beside the set as one
@@ -88,11 +92,11 @@ from benchmarks.evaluation_sets import (
     ANSWERABLE_MISSING_TARGET,
     TOP,
     WORDINGS,
-    WRITTEN_COLLECTION,
     EvaluationSet,
     Question,
     eval_dev_load,
     ferrite_load,
+    is_written,
     repository_format,
     written_load,
 )
@@ -349,7 +353,7 @@ def rerank_fit(run: Run, folds: set[str], base, *, written: bool = False):
     answers = [
         answer
         for answer in run.select(wording="paraphrase", folds=folds)
-        if written or answer.question.collection != WRITTEN_COLLECTION
+        if written or not is_written(answer.question.collection)
     ]
     # Each repository counts the same, however many questions it has (`RankedCandidates.weight`).
     questions_of = Counter(answer.question.fold for answer in answers)
@@ -751,7 +755,7 @@ def judge_report(answers: list[JudgedAnswer], judge_row) -> None:
     print(f"  {'group':<24} {'ans':>3} {'un':>3}")
 
     def own(answer: JudgedAnswer) -> bool:  # the set's questions; the written ones apart (`--written`)
-        return answer.question.collection != WRITTEN_COLLECTION
+        return not is_written(answer.question.collection)
 
     group("pooled", own)
     for kind in ("rst", "Markdown"):
@@ -800,6 +804,12 @@ def main() -> None:
         " fits of the folds it is not held out with; measured and printed apart",
     )
     parser.add_argument(
+        "--written-second-batch",
+        action="store_true",
+        help="with --written: its second batch too (benchmarks/written_questions/second-batch), a collection of"
+        " its own",
+    )
+    parser.add_argument(
         "--written-reranking",
         action="store_true",
         help="with --written: the written questions join the re-ranking fits too (measured: docs/benchmarks.md)",
@@ -826,6 +836,11 @@ def main() -> None:
         "(refusal_evidence.py)",
     )
     parser.add_argument(
+        "--rerank-evidence",
+        action="store_true",
+        help="measure candidate evidence for the re-ranking left-one-repository-out (rerank_evidence.py)",
+    )
+    parser.add_argument(
         "--assessed-out",
         type=Path,
         help="with --refusal-evidence: write every question's features as JSON lines (for --transfer-check)",
@@ -844,6 +859,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.written_reranking and not args.written:
         parser.error("--written-reranking needs --written")
+    if args.written_second_batch and not args.written:
+        parser.error("--written-second-batch needs --written")
     # The registry lists the corpus repositories by their path, which must be absolute.
     args.workdir = args.workdir.resolve()
 
@@ -859,7 +876,7 @@ def main() -> None:
         evaluation = eval_dev_load(args.eval_set, only=only)
         database, workdir = args.database, args.workdir / args.eval_set.name
         if args.written:
-            evaluation = written_load(evaluation)
+            evaluation = written_load(evaluation, second_batch=args.written_second_batch)
         if not args.no_ferrite:
             evaluation = evaluation.merge(ferrite)
             database, workdir = f"{database}_with_ferrite", args.workdir / f"{args.eval_set.name}-with-ferrite"
@@ -882,6 +899,11 @@ def main() -> None:
         from benchmarks.refusal_calibration import refusal_calibration_measure
 
         refusal_calibration_measure(evaluation)
+        return
+    if args.rerank_evidence:
+        from benchmarks.rerank_evidence import rerank_evidence_measure
+
+        rerank_evidence_measure(evaluation)
         return
     if args.refusal_evidence:
         from benchmarks.refusal_evidence import refusal_evidence_measure

@@ -50,16 +50,20 @@ class RankedCandidates:
 
 
 def rerank_weights_fit(
-    samples: Sequence[RankedCandidates], *, regularisation: float = DEFAULT_REGULARISATION
+    samples: Sequence[RankedCandidates],
+    *,
+    regularisation: float = DEFAULT_REGULARISATION,
+    features: Sequence[str] = RERANK_FEATURES,
 ) -> dict[str, float]:
-    """The weights of RERANK_FEATURES fitted on `samples`; questions without an answering
-    candidate, or with nothing else, teach nothing and are skipped."""
+    """The weights of `features` (the service's RERANK_FEATURES unless a benchmark weighs
+    candidate evidence, `benchmarks/rerank_evidence.py`; "dense" among them) fitted on `samples`;
+    questions without an answering candidate, or with nothing else, teach nothing and are skipped."""
     import numpy as np
     from scipy.optimize import minimize
 
     differences, question_weights = [], []
     for sample in samples:
-        rows = np.array([[values[name] for name in RERANK_FEATURES] for values in sample.evidence], dtype=float)
+        rows = np.array([[values[name] for name in features] for values in sample.evidence], dtype=float)
         answers = np.array(sample.answers, dtype=bool)
         if not answers.any() or answers.all():
             continue
@@ -72,7 +76,7 @@ def rerank_weights_fit(
     scale[scale == 0] = 1.0
     # Padded to one array: question x candidate x evidence, `present` marking the real candidates.
     width = max(len(rows) for rows in differences)
-    standardised = np.zeros((len(differences), width, len(RERANK_FEATURES)))
+    standardised = np.zeros((len(differences), width, len(features)))
     present = np.zeros((len(differences), width), dtype=bool)
     for index, rows in enumerate(differences):
         standardised[index, : len(rows)] = rows / scale
@@ -89,12 +93,12 @@ def rerank_weights_fit(
         gradient = np.einsum("q,qc,qcf->f", weights_of_questions, shares, standardised) + weights / regularisation
         return float(loss), gradient
 
-    bounds = [(0.0, None)] * len(RERANK_FEATURES)
-    result = minimize(loss_and_gradient, np.zeros(len(RERANK_FEATURES)), jac=True, method="L-BFGS-B", bounds=bounds)
+    bounds = [(0.0, None)] * len(features)
+    result = minimize(loss_and_gradient, np.zeros(len(features)), jac=True, method="L-BFGS-B", bounds=bounds)
     if not result.success:
         raise ValueError(f"the fit did not converge: {result.message}")
     weights = result.x / scale
-    dense = weights[RERANK_FEATURES.index("dense")]
+    dense = weights[list(features).index("dense")]
     if dense <= 0:
         raise ValueError("the fit gave the dense score no weight")
-    return {name: round(float(weight / dense), 4) for name, weight in zip(RERANK_FEATURES, weights, strict=True)}
+    return {name: round(float(weight / dense), 4) for name, weight in zip(features, weights, strict=True)}

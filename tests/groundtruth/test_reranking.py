@@ -267,3 +267,26 @@ def test_each_question_counts_by_its_weight():
 def test_the_fit_needs_questions_whose_answer_is_among_other_candidates():
     with pytest.raises(ValueError, match="fitting needs questions with an answering candidate among others"):
         rerank_weights_fit([_candidates([(0.7, 0.0, 0.0, 0.0), (0.6, 0.0, 0.0, 0.0)], answer=5)])
+
+
+def test_the_fit_weighs_the_features_it_is_given():
+    # A benchmark weighing candidate evidence adds a feature. In three questions it alone puts the
+    # answer first (the dense score ranks it second); in three the bodies tie and the dense score
+    # decides. The coverage says nothing.
+    def sample(first: tuple[float, float], second: tuple[float, float]) -> RankedCandidates:
+        return RankedCandidates(
+            evidence=[{"dense": dense, "body": body, "coverage": 0.5} for dense, body in (first, second)],
+            answers=[False, True],
+        )
+
+    samples = [sample((0.70 + shift, 0.40), (0.65 + shift, 0.60)) for shift in (0.0, 0.01, 0.02)]
+    samples += [sample((0.60 + shift, 0.50), (0.70 + shift, 0.50)) for shift in (0.0, 0.01, 0.02)]
+
+    weights = rerank_weights_fit(samples, features=("dense", "body", "coverage"))
+
+    assert list(weights) == ["dense", "body", "coverage"]
+    assert weights["dense"] == 1.0 and weights["coverage"] == 0.0
+    assert weights["body"] > 0.25  # 0.05 of dense behind, 0.2 of body ahead: above 0.25 to lead
+    for each in samples:
+        scores = [sum(weights[name] * row[name] for name in weights) for row in each.evidence]
+        assert scores.index(max(scores)) == 1
