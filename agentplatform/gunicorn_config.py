@@ -135,7 +135,38 @@ def post_worker_init(worker: Any) -> None:
 def worker_exit(server: Any, worker: Any) -> None:
     """Writes the audit records this worker still holds in memory before it exits (a graceful stop,
     a restart, max_requests): groundtruth/question_audit.py. The wiring may import the apps; atexit
-    would also do it, but this runs before the interpreter starts tearing down."""
+    would also do it, but this runs before the interpreter starts tearing down.
+
+    Then ends the worker without that teardown (`worker_process_end`): the embedding model the
+    arbiter loaded before forking brought ONNX Runtime's thread pool, whose threads live in the
+    arbiter only; destroying it in a worker threw `std::system_error` and aborted the worker, a
+    SIGABRT (and a core dump where they are kept) on every graceful stop, HUP and max_requests
+    restart."""
     from groundtruth.question_audit import question_audit_writer
 
     question_audit_writer.close()
+    worker_process_end()
+
+
+def worker_process_end() -> None:
+    """Ends this worker process with the exit status gunicorn was exiting with, after flushing the
+    log and the standard streams, skipping the interpreter's teardown (atexit handlers, module and
+    C++ destructors). Called from `worker_exit`, which gunicorn runs in the `finally` of the
+    worker's `sys.exit`: the pending SystemExit carries the status (3 for a worker that failed to
+    boot, which stops the arbiter; 0 for a graceful exit)."""
+    import os
+    import sys
+
+    pending = sys.exc_info()[1]
+    if isinstance(pending, SystemExit):
+        code = pending.code
+        status = code if isinstance(code, int) else (0 if code is None else 1)
+    else:
+        status = 0 if pending is None else 1
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream has nothing left to write
+            pass
+    os._exit(status)

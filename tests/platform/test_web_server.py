@@ -146,6 +146,36 @@ def test_the_arbiter_loads_the_embedding_model_once_and_every_worker_a_replaced_
 
 
 @pytest.mark.django_db(transaction=True)
+def test_workers_that_inherited_the_embedding_model_stop_cleanly(tmp_path: Path):
+    # Each worker embeds a query with the model the arbiter loaded before forking, then the server
+    # stops (a deploy, `make run`'s Ctrl-C). ONNX Runtime's thread pool belongs to the arbiter:
+    # tearing it down in a forked worker aborted the worker (`std::system_error`), a core dump for
+    # every graceful stop, HUP and max_requests restart.
+    key = service_key("read")
+    environment = {
+        "DATABASE_URL": celeryworker.test_database_url(),
+        "EMBEDDING_BACKEND": "local",
+        "EMBEDDING_MODEL": "",
+    }
+    call_command("prepare_models", stdout=io.StringIO())
+    log_path = tmp_path / "web.log"
+    with gunicorn_server(environment=environment, log_path=log_path, workers=2) as base_url:
+        deadline = time.monotonic() + 30
+        while log_path.read_text().count("embedding backend ready") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with httpx.Client(base_url=base_url, timeout=20, headers={"Authorization": f"Bearer {key}"}) as client:
+            statuses = {
+                client.get("/search", params={"q": f"how do I page the on-call engineer {n}"}).status_code
+                for n in range(8)
+            }
+    log = log_path.read_text()
+    assert statuses == {200}
+    assert log.count("Worker exiting") == 2
+    assert "terminate called" not in log and "SIGABRT" not in log and "Traceback" not in log
+    assert "Shutting down: Master" in log
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("trusted_proxy_count", "scheme"), [("0", "http"), ("1", "https")])
 def test_x_forwarded_proto_from_127_0_0_1_makes_links_https_only_behind_a_trusted_proxy(
     tmp_path: Path, trusted_proxy_count: str, scheme: str
