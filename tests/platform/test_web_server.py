@@ -112,18 +112,19 @@ def test_server_limits_and_refusals_are_problem_details_and_the_longest_accepted
     assert [line_over_limit[0], header_over_limit[0], control_character[0], bare_line_feed[0]] == [414, 431, 400, 400]
 
 
+def local_model_environment() -> dict[str, str]:
+    """The server's environment for the test database and the packaged model on ONNX Runtime. The
+    export is made once per host before the workers start (as `make run` does); a fresh
+    checkout's first export takes longer than a worker waits before serving lexically."""
+    call_command("prepare_models", stdout=io.StringIO())
+    return {"DATABASE_URL": celeryworker.test_database_url(), "EMBEDDING_BACKEND": "local", "EMBEDDING_MODEL": ""}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_arbiter_loads_the_embedding_model_once_and_every_worker_a_replaced_one_too_starts_with_it(
     tmp_path: Path,
 ):
-    environment = {
-        "DATABASE_URL": celeryworker.test_database_url(),
-        "EMBEDDING_BACKEND": "local",
-        "EMBEDDING_MODEL": "",
-    }
-    # The export is made once per host before the workers start (as `make run` does); a fresh
-    # checkout's first export takes longer than a worker waits before serving lexically.
-    call_command("prepare_models", stdout=io.StringIO())
+    environment = local_model_environment()
     log_path = tmp_path / "web.log"
     ready = "embedding backend ready: local model all-MiniLM-L6-v2 on ONNX Runtime (loaded)"
     with gunicorn_server(environment=environment, log_path=log_path, workers=2) as base_url:
@@ -152,12 +153,7 @@ def test_workers_that_inherited_the_embedding_model_stop_cleanly(tmp_path: Path)
     # tearing it down in a forked worker aborted the worker (`std::system_error`), a core dump for
     # every graceful stop, HUP and max_requests restart.
     key = service_key("read")
-    environment = {
-        "DATABASE_URL": celeryworker.test_database_url(),
-        "EMBEDDING_BACKEND": "local",
-        "EMBEDDING_MODEL": "",
-    }
-    call_command("prepare_models", stdout=io.StringIO())
+    environment = local_model_environment()
     log_path = tmp_path / "web.log"
     with gunicorn_server(environment=environment, log_path=log_path, workers=2) as base_url:
         deadline = time.monotonic() + 30
