@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.evaluation_sets import EvaluationSet, Question, is_written, repository_format
+from benchmarks.evaluation_sets import TOP, EvaluationSet, Question, is_written, repository_format
 from benchmarks.refusal_calibration import auc
 
 TODAY = ("dense", "question_title", "lexical", "coverage")
@@ -184,12 +184,14 @@ def rotated_ranks(items: list[Collected], features: tuple[str, ...], trains_on: 
 
 
 def _cell(items: list[Collected], ranks: dict[str, int | None]) -> str:
-    placed = [ranks[item.question.id] for item in items]
-    if not placed:
+    """R@1/MRR@10 as the full rotation counts them (`retrieval.RankMetrics`: a rank beyond TOP is a miss)."""
+    from benchmarks.retrieval import RankMetrics
+
+    if not items:
         return f"{'-':>11}"
-    first = sum(place == 1 for place in placed) / len(placed)
-    reciprocal = sum(1 / place for place in placed if place is not None and place <= 10) / len(placed)
-    return f"{first:.3f}/{reciprocal:.3f}"
+    placed = [ranks[item.question.id] for item in items]
+    metrics = RankMetrics.of([place if place is not None and place <= TOP else None for place in placed])
+    return f"{metrics.recall_1:.3f}/{metrics.mrr_10:.3f}"
 
 
 def rerank_evidence_measure(evaluation: EvaluationSet) -> None:
