@@ -38,7 +38,7 @@ from groundtruth.search.lexical_search import (
     lexical_query_build,
 )
 from groundtruth.search.query_embedding import QueryEmbedding, query_embed
-from groundtruth.search.reranking import RerankEvidence, relevance, rerank_evidence
+from groundtruth.search.reranking import RerankEvidence, query_repeats_title, relevance, rerank_evidence
 
 logger = logging.getLogger(__name__)
 
@@ -161,10 +161,12 @@ def _rerank_evidence(
     }
 
 
-def _reranked(fused: list[FusedHit], *, relevances: dict[int, float]) -> list[FusedHit]:
-    """The re-ranked candidates by relevance (ties by chunk id), then the others in fused order."""
+def _reranked(fused: list[FusedHit], *, relevances: dict[int, float], titled: set[int]) -> list[FusedHit]:
+    """The re-ranked candidates, those whose title the query repeats (`titled`) first, by relevance
+    (ties by chunk id); then the others in fused order."""
     head = sorted(
-        (hit for hit in fused if hit.chunk_id in relevances), key=lambda hit: (-relevances[hit.chunk_id], hit.chunk_id)
+        (hit for hit in fused if hit.chunk_id in relevances),
+        key=lambda hit: (hit.chunk_id not in titled, -relevances[hit.chunk_id], hit.chunk_id),
     )
     return head + [hit for hit in fused if hit.chunk_id not in relevances]
 
@@ -176,17 +178,20 @@ def _judged(
     query: str,
     chunks: dict[int, Chunk],
     relevances: dict[int, float],
+    titled: set[int],
     depth: int,
     relevance_weight: float,
 ) -> tuple[list[FusedHit], dict[int, float]]:
     """The first `depth` candidates ordered by the judge's score (plus `relevance_weight` times
-    their relevance), ties by their order before; then the others as they were. And the scores."""
+    their relevance), those whose title the query repeats first, ties by their order before; then
+    the others as they were. And the scores."""
     head = fused[:depth]
     scores = passages_judge(judge, query=query, chunks=[chunks[hit.chunk_id] for hit in head])
     position = {hit.chunk_id: index for index, hit in enumerate(head)}
     ordered = sorted(
         head,
         key=lambda hit: (
+            hit.chunk_id not in titled,
             -(scores[hit.chunk_id] + relevance_weight * relevances.get(hit.chunk_id, 0.0)),
             position[hit.chunk_id],
         ),
@@ -303,7 +308,8 @@ def chunk_search(
             )
             for chunk_id, found in evidence.items()
         }
-        fused = _reranked(fused, relevances=relevances)
+        titled = {chunk_id for chunk_id in evidence if query_repeats_title(query, candidates[chunk_id].heading)}
+        fused = _reranked(fused, relevances=relevances, titled=titled)
         # Full rows for the results, or for every candidate the judge may read (it re-orders its
         # head, so any of them may become a result). The vectors and the tsvector stay in the
         # database: parsing two 384-dimension vectors per row would cost more than the search.
@@ -320,6 +326,7 @@ def chunk_search(
                 query=query,
                 chunks=chunks,
                 relevances=relevances,
+                titled=titled,
                 depth=judge_depth,
                 relevance_weight=settings.SEARCH_JUDGE_RELEVANCE_WEIGHT,
             )

@@ -28,6 +28,12 @@ The weights (SEARCH_RERANK_WEIGHTS) are fitted by `benchmarks/retrieval.py` (lis
 regression: each question's answer against the other candidates at once; `rerank_fit.py`) and
 reported cross-validated by repository. The trust weight multiplies as in fusion: a near-tie breaker.
 Without a dense leg (EMBEDDING_BACKEND=none) nothing is re-ranked.
+
+A query that repeats a re-ranked candidate's own section title word for word
+(`query_repeats_title`) asks for that section by its name: such candidates come first, in order of
+relevance, whatever the weights say. Similarities cannot promise it: a neighbouring title one word
+apart, over a shorter passage, can score higher ("How do I declare a global variable?" above "How
+do I assign to a global variable?" for the second title itself, in Cython's FAQ).
 """
 
 from __future__ import annotations
@@ -71,6 +77,17 @@ def title_answers_question(heading: Sequence[str]) -> bool:
     if title_is_question(heading):
         return True
     return len(heading) > 1 and any(_ANSWERS_PART.search(title) for title in heading[:-1])
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
+
+
+def query_repeats_title(query: str, heading: Sequence[str]) -> bool:
+    """Whether `query` is the passage's own section title (the last of its heading trail), word for
+    word: case, punctuation and spacing aside."""
+    words = _words(query)
+    return bool(words) and bool(heading) and words == _words(heading[-1])
 
 
 @dataclass(frozen=True)

@@ -470,6 +470,19 @@ def test_a_judge_fitted_on_a_corpus_is_stored_with_its_calibration_and_decides_r
     assert outcome.judge is not None and outcome.judge.row.pk == row.pk
     assert outcome.hits[0].chunk.heading == ["Handbook", "Sessions"]
     assert outcome.hits[0].judge_score == max(outcome.judge_scores.values())
+    # A query that repeats a section's title finds that section first, even where the judge alone
+    # orders (no relevance beside its score) and scores another higher: it reads passages without
+    # their titles, and for "Email" Teams' ("invites members by email address") scores highest.
+    settings.SEARCH_JUDGE_RELEVANCE_WEIGHT = 0.0
+    by_title = chunk_search(query="Email", repositories=[repository], limit=5)
+    teams = chunks[[topic for topic, _ in HANDBOOK_TOPICS].index("Teams")]
+    assert max(by_title.judge_scores, key=by_title.judge_scores.__getitem__) == teams.pk
+    assert by_title.hits[0].chunk.heading == ["Handbook", "Email"]
+    firsts = {
+        topic: chunk_search(query=topic, repositories=[repository], limit=5).hits[0].chunk.heading[-1]
+        for topic, _ in HANDBOOK_TOPICS
+    }
+    assert firsts == {topic: topic for topic, _ in HANDBOOK_TOPICS}
     assessment = abstention_assess(outcome, question="How long does a login session last?")
     assert (assessment.decided_by, assessment.threshold, assessment.supported) == (
         "judge",

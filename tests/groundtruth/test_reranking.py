@@ -14,6 +14,7 @@ from groundtruth.search.lexical_search import bm25_share, idf_share
 from groundtruth.search.rerank_fit import RankedCandidates, rerank_weights_fit
 from groundtruth.search.reranking import (
     RerankEvidence,
+    query_repeats_title,
     relevance,
     rerank_evidence,
     title_answers_question,
@@ -175,6 +176,79 @@ def test_an_faq_entry_that_asks_the_question_is_ranked_first_by_its_title():
             outcome.rerank_evidence[hit.chunk.pk], weights=configured.rerank_weights, trust_weight=0.98
         )
         assert outcome.rerank_evidence[hit.chunk.pk].dense == hit.dense_score
+
+
+@pytest.mark.parametrize(
+    ("query", "heading", "repeats"),
+    [
+        ("How do I assign to a global variable?", ["FAQ", "How do I assign to a global variable?"], True),
+        ("  how do I ASSIGN to a global-variable ", ["FAQ", "How do I assign to a global variable?"], True),
+        ("How do I assign to a global variable?", ["FAQ", "How do I declare a global variable?"], False),
+        ("How do I assign a global variable?", ["FAQ", "How do I assign to a global variable?"], False),
+        ("FAQ", ["FAQ", "How do I assign to a global variable?"], False),  # the section's own title only
+        ("?", ["?"], False),  # no words, no name
+        ("Installation", [], False),
+    ],
+)
+def test_a_query_repeats_a_title_word_for_word_case_punctuation_and_spacing_aside(query, heading, repeats):
+    assert query_repeats_title(query, heading) is repeats
+
+
+# Cython's FAQ (docs/src/userguide/faq.rst), as its chunks read.
+CYTHON_FAQ = [
+    Section(
+        path="docs/src/userguide/faq.rst",
+        heading=("FAQ", "How do I ...?", "How do I declare a global variable?"),
+        text=(
+            "How do I declare a global variable?\n^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n\n"
+            "**Answer**:\n\n::\n\n    global variable\n\n----------"
+        ),
+        start_line=286,
+    ),
+    Section(
+        path="docs/src/userguide/faq.rst",
+        heading=("FAQ", "How do I ...?", "How do I assign to a global variable?"),
+        text=(
+            "How do I assign to a global variable?\n^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n\n"
+            "**Answer**: You need to declare the variable to be global (see above) before\n"
+            "trying to assign to it. Often this occurs when one has code like\n\n::\n\n    cdef int *data\n\n"
+            "    def foo(n):\n        data = malloc(n * sizeof(int))\n\n"
+            "This will result in an error \"Cannot convert ``'int *'`` to Python object.\"\n"
+            "This is because, as in Python, assignment declares a local variable. Instead,\n"
+            "you must write\n\n::\n\n    cdef int *data\n\n    def foo(n):\n        global data\n"
+            "        data = malloc(n * sizeof(int))\n\n"
+            "See http://docs.python.org/tutorial/classes.html#python-scopes-and-namespaces\nfor more details.\n\n"
+            "----------"
+        ),
+        start_line=297,
+    ),
+    Section(
+        path="docs/src/userguide/language_basics.rst",
+        heading=("Language basics", "Assignment"),
+        text=(
+            "Assignment\n==========\n\nAssigning a Python object to a C variable converts it; an assignment\n"
+            "to a typed variable checks the type. To assign a C value to a Python name, Cython converts it\n"
+            "back."
+        ),
+        start_line=120,
+    ),
+]
+
+
+@pytest.mark.django_db
+def test_a_query_that_repeats_a_title_finds_that_section_first_whatever_its_relevance():
+    repository = RepositoryFactory(name="cython/cython")
+    declare, assign, _ = chunks_index(repository, CYTHON_FAQ)
+
+    by_title = chunk_search(query="How do I assign to a global variable?", repositories=[repository], limit=2)
+    paraphrased = chunk_search(query="how do I give a global a new value?", repositories=[repository], limit=2)
+
+    assert [hit.chunk.pk for hit in by_title.hits] == [assign.pk, declare.pk]
+    # The neighbouring title over a shorter passage is the more relevant by the weights.
+    assert by_title.hits[0].relevance < by_title.hits[1].relevance
+    # A question that does not repeat a title is ordered by relevance alone.
+    relevances = [hit.relevance for hit in paraphrased.hits]
+    assert relevances == sorted(relevances, reverse=True)
 
 
 @pytest.mark.django_db
