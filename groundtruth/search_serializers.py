@@ -141,7 +141,8 @@ class SearchResultSerializer(serializers.Serializer):
         help_text=(
             "The evidence score that orders the first SEARCH_RERANK_DEPTH (40) results: dense similarity, a "
             "section title that asks the question, BM25 share and word coverage, weighted, times the trust "
-            "weight. null for a result beyond them (they follow in fused order) and without a dense leg."
+            "weight. Results whose own section title the query repeats word for word come first, whatever their "
+            "relevance. null for a result beyond them (they follow in fused order) and without a dense leg."
         ),
     )
     heading = serializers.ListField(
