@@ -38,7 +38,7 @@ from groundtruth.search.lexical_search import (
     lexical_query_build,
 )
 from groundtruth.search.query_embedding import QueryEmbedding, query_embed
-from groundtruth.search.reranking import RerankEvidence, query_repeats_title, relevance, rerank_evidence
+from groundtruth.search.reranking import RerankEvidence, relevance, rerank_evidence, titles_repeated
 
 logger = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ def chunk_search(
             )
             for chunk_id, found in evidence.items()
         }
-        titled = {chunk_id for chunk_id in evidence if query_repeats_title(query, candidates[chunk_id].heading)}
+        titled = titles_repeated(query, {chunk_id: candidates[chunk_id].heading for chunk_id in evidence})
         fused = _reranked(fused, relevances=relevances, titled=titled)
         # Full rows for the results, or for every candidate the judge may read (it re-orders its
         # head, so any of them may become a result). The vectors and the tsvector stay in the

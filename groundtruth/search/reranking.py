@@ -30,7 +30,7 @@ reported cross-validated by repository. The trust weight multiplies as in fusion
 Without a dense leg (EMBEDDING_BACKEND=none) nothing is re-ranked.
 
 A query that repeats a re-ranked candidate's own section title word for word
-(`query_repeats_title`) asks for that section by its name: such candidates come first, in order of
+(`titles_repeated`) asks for that section by its name: such candidates come first, in order of
 relevance, whatever the weights say. Similarities cannot promise it: a neighbouring title one word
 apart, over a shorter passage, can score higher ("How do I declare a global variable?" above "How
 do I assign to a global variable?" for the second title itself, in Cython's FAQ).
@@ -83,11 +83,13 @@ def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.casefold())
 
 
-def query_repeats_title(query: str, heading: Sequence[str]) -> bool:
-    """Whether `query` is the passage's own section title (the last of its heading trail), word for
-    word: case, punctuation and spacing aside."""
+def titles_repeated(query: str, headings: Mapping[int, Sequence[str]]) -> set[int]:
+    """The keys of `headings` whose own section title (the last of the heading trail) `query` is,
+    word for word: case, punctuation and spacing aside. The query is read once for them all."""
     words = _words(query)
-    return bool(words) and bool(heading) and words == _words(heading[-1])
+    if not words:
+        return set()
+    return {key for key, heading in headings.items() if heading and _words(heading[-1]) == words}
 
 
 @dataclass(frozen=True)
