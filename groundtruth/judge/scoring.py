@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -38,10 +39,18 @@ logger = logging.getLogger(__name__)
 PASSAGE_CACHE_SIZE = 512
 
 
-@functools.cache
-def _blas_controller() -> ThreadpoolController:
-    """The scan of the loaded libraries (~20 ms), made once per process."""
+@functools.lru_cache(maxsize=1)
+def _scanned_controller(modules_imported: int) -> ThreadpoolController:
     return ThreadpoolController()
+
+
+def _blas_controller() -> ThreadpoolController:
+    """The scan of the loaded libraries (~20 ms), made again only after an import.
+
+    A BLAS library arrives with the extension module that links it (scipy brings its own
+    OpenBLAS beside numpy's): a scan kept from before that import would leave it unlimited.
+    """
+    return _scanned_controller(len(sys.modules))
 
 
 @contextmanager

@@ -4,11 +4,16 @@ judge is fitted or the fitted one fails to load (with /health saying so)."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 from datetime import timedelta
 
 import numpy as np
 import pytest
+from django.conf import settings
 from threadpoolctl import threadpool_info
 
 from agentplatform.health import health_probe
@@ -186,6 +191,42 @@ def test_judge_scores_with_numpys_blas_on_one_thread_and_gives_the_process_its_s
     assert blas_threads() == before
     # Rows 0 and 1 of the question find themselves, row 2 nothing: (1 + 1 + 0) / 3.
     assert score == pytest.approx(2 / 3, abs=1e-7)
+
+
+# A fresh interpreter, so that scipy's OpenBLAS is certainly loaded after the first scan.
+BLAS_LOADED_LATER = """
+import django
+django.setup()
+from threadpoolctl import threadpool_info
+from groundtruth.judge.scoring import single_threaded_blas
+
+def blas_threads():
+    return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+with single_threaded_blas():
+    first = blas_threads()
+import scipy.linalg  # brings its own OpenBLAS beside numpy's
+before = blas_threads()
+with single_threaded_blas():
+    inside = blas_threads()
+print(json.dumps({"first": first, "before": before, "inside": inside, "after": blas_threads()}))
+"""
+
+
+def test_a_blas_library_loaded_after_the_first_block_is_held_to_one_thread_too():
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentplatform.settings", "OPENBLAS_NUM_THREADS": "2"}
+    finished = subprocess.run(
+        [sys.executable, "-c", "import json\n" + BLAS_LOADED_LATER],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=settings.BASE_DIR,
+        timeout=60,
+        check=True,
+    )
+
+    threads = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert threads == {"first": [1], "before": [2, 2], "inside": [1, 1], "after": [2, 2]}
 
 
 def test_piece_idf_is_bm25s_inverse_document_frequency_over_the_corpus():
