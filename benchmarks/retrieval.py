@@ -414,11 +414,13 @@ def ask_table(title: str, rows: list[tuple[str, AskMetrics]]) -> None:
 
 
 def features_write(run: Run, path: Path) -> None:
-    """One JSON line per answer: the question, its fold and label, and its evidence features."""
+    """One JSON line per answer: the question, its collection, fold and label, and its evidence
+    features (benchmarks/refusal_model_forms.py reads them)."""
     with path.open("w") as out:
         for answer in run.answers:
             record = {
                 "id": answer.question.id,
+                "collection": answer.question.collection,
                 "fold": answer.question.fold,
                 "wording": answer.wording,
                 "answerable": answer.question.answerable,
