@@ -55,7 +55,7 @@ def _blas_controller() -> ThreadpoolController:
 
 @contextmanager
 def single_threaded_blas() -> Iterator[None]:
-    """numpy's BLAS on one thread inside the block (its own setting again after).
+    """Every loaded BLAS (numpy's among them) on one thread inside the block, its own setting again after.
 
     A judge's MaxSim is a (question tokens x 384) by (384 x 128) product per passage: too small
     to share between threads, and OpenBLAS's threads handing it over cost 50 times the product
