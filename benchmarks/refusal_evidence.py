@@ -33,6 +33,13 @@ features on the same search (shipped configuration, re-ranking as shipped, no ju
   (`learned_relevance_measure`): logistic over a result's kernels, fitted on the other
   repositories' questions (the result holding the answer against the rest), in a nested rotation.
 
+- `top_stability`, `first_kept`: query-perturbation robustness (a query-performance predictor
+  of the information-retrieval literature). The question is embedded again with one word left
+  out at a time (the `word_drop` variants) and the dense leg's best 30 passages re-ordered for
+  each: the share of variants whose first passage is the whole question's, and the mean of
+  1 / the rank of /ask's first result. A question one passage answers keeps its passage
+  whichever word goes; one no passage answers whole is answered in parts by different ones.
+
 - `jargon_known`: today's `vocabulary_scaled_known` (groundtruth/search/everyday_words.py) with a
   missing everyday word weighing nothing: only words MiniLM's WordPiece vocabulary splits into
   pieces ("Cryptomator", "zellij", "websockets") count as missing.
@@ -105,6 +112,8 @@ CANDIDATES = (
     "word_matched",
     "jargon_known",
     *KERNEL_NAMES,
+    "top_stability",
+    "first_kept",
 )
 # How many of the first results `word_matched` reads, and up to how many tokens each.
 UNMATCHED_RESULTS = 3
@@ -205,6 +214,8 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
 
     features["sentence_similarity"] = 0.0
     features["word_drop"] = 0.0
+    features["top_stability"] = 0.0
+    features["first_kept"] = 0.0
     features["word_matched"] = 0.0
     features.update(dict.fromkeys(KERNEL_NAMES, 0.0))
     if not outcome.hits or outcome.embedding is None:
@@ -230,8 +241,57 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
     if kept and first.embedding is not None:
         variants = [" ".join(words[:index] + words[index + 1 :]) for index in kept]
         base = _cosine(question_vector, first.embedding)
-        features["word_drop"] = -max(_cosine(vector, first.embedding) - base for vector in backend.embed(variants))
+        variant_vectors = backend.embed(variants)
+        features["word_drop"] = -max(_cosine(vector, first.embedding) - base for vector in variant_vectors)
+        features.update(stability(outcome, question_vector, variant_vectors))
     return features
+
+
+# How many of the best dense passages `stability` re-orders for each variant of the question.
+STABILITY_POOL = 30
+
+
+def stability(outcome, question_vector, variant_vectors) -> dict[str, float]:
+    """Query-perturbation robustness: with one word of the question left out at a time, does the
+    same passage still come first among the dense leg's best (passage and title similarity
+    mixed as the dense leg does)? A question one passage answers keeps its passage whichever
+    word goes; a question no passage answers whole is answered in parts by different passages.
+    `top_stability`: the share of variants whose first passage is the whole question's;
+    `first_kept`: the mean over variants of 1 / the rank of /ask's first result among them."""
+    import numpy as np
+
+    from groundtruth.models import Chunk
+
+    heading_weight = outcome.fusion.heading_weight if outcome.fusion else 0.0
+    first_id = outcome.hits[0].chunk.pk
+    pool = list(dict.fromkeys([hit.chunk_id for hit in outcome.dense_hits[:STABILITY_POOL]] + [first_id]))
+    rows = Chunk.objects.in_bulk(pool)
+    pool = [chunk_id for chunk_id in pool if rows[chunk_id].embedding is not None]
+    passages = np.array([rows[chunk_id].embedding for chunk_id in pool], dtype=float)
+    titles = np.array(
+        [
+            row.heading_embedding if row.heading_embedding is not None else row.embedding
+            for row in (rows[chunk_id] for chunk_id in pool)
+        ],
+        dtype=float,
+    )
+    passages /= np.linalg.norm(passages, axis=1, keepdims=True)
+    titles /= np.linalg.norm(titles, axis=1, keepdims=True)
+
+    def scores(vector) -> np.ndarray:
+        vector = np.asarray(vector, dtype=float)
+        vector = vector / np.linalg.norm(vector)
+        passage, title = passages @ vector, titles @ vector
+        return np.where(title > passage, (1 - heading_weight) * passage + heading_weight * title, passage)
+
+    whole_first = int(np.argmax(scores(question_vector)))
+    first = pool.index(first_id) if first_id in pool else None
+    kept, reciprocal = [], []
+    for vector in variant_vectors:
+        order = np.argsort(-scores(vector), kind="stable")
+        kept.append(float(order[0] == whole_first))
+        reciprocal.append(1.0 / (int(np.where(order == first)[0][0]) + 1) if first is not None else 0.0)
+    return {"top_stability": sum(kept) / len(kept), "first_kept": sum(reciprocal) / len(reciprocal)}
 
 
 def question_word_rows(question: str, token_count: int) -> dict[str, list[int]]:
@@ -379,6 +439,9 @@ def variants() -> list[Variant]:
         Variant("+ kernels", (*today, *KERNEL_NAMES)),
         *[Variant(f"+ {name}", (*today, name)) for name in KERNEL_NAMES],
         Variant("+ kernels, sentence_similarity", (*today, *KERNEL_NAMES, "sentence_similarity")),
+        Variant("+ top_stability", (*today, "top_stability")),
+        Variant("+ first_kept", (*today, "first_kept")),
+        Variant("+ top_stability, first_kept", (*today, "top_stability", "first_kept")),
     ]
 
 
