@@ -261,36 +261,39 @@ def stability(outcome, question_vector, variant_vectors) -> dict[str, float]:
     import numpy as np
 
     from groundtruth.models import Chunk
+    from groundtruth.search.dense_search import DenseHit
+    from groundtruth.search.fusion import dense_ranking
 
     heading_weight = outcome.fusion.heading_weight if outcome.fusion else 0.0
     first_id = outcome.hits[0].chunk.pk
     pool = list(dict.fromkeys([hit.chunk_id for hit in outcome.dense_hits[:STABILITY_POOL]] + [first_id]))
     rows = Chunk.objects.in_bulk(pool)
     pool = [chunk_id for chunk_id in pool if rows[chunk_id].embedding is not None]
-    passages = np.array([rows[chunk_id].embedding for chunk_id in pool], dtype=float)
-    titles = np.array(
-        [
-            row.heading_embedding if row.heading_embedding is not None else row.embedding
-            for row in (rows[chunk_id] for chunk_id in pool)
-        ],
-        dtype=float,
-    )
-    passages /= np.linalg.norm(passages, axis=1, keepdims=True)
-    titles /= np.linalg.norm(titles, axis=1, keepdims=True)
+    with_title = [chunk_id for chunk_id in pool if rows[chunk_id].heading_embedding is not None]
 
-    def scores(vector) -> np.ndarray:
-        vector = np.asarray(vector, dtype=float)
-        vector = vector / np.linalg.norm(vector)
-        passage, title = passages @ vector, titles @ vector
-        return np.where(title > passage, (1 - heading_weight) * passage + heading_weight * title, passage)
+    def unit(vectors) -> np.ndarray:
+        matrix = np.array(vectors, dtype=float).reshape(-1, len(question_vector))
+        return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
-    whole_first = int(np.argmax(scores(question_vector)))
-    first = pool.index(first_id) if first_id in pool else None
+    passages = unit([rows[chunk_id].embedding for chunk_id in pool])
+    titles = unit([rows[chunk_id].heading_embedding for chunk_id in with_title])
+
+    def ranked(vector) -> list[int]:
+        """The pool's chunk ids as the dense leg orders them for `vector` (fusion.dense_ranking)."""
+        query = unit([vector])[0]
+        title_similarity = dict(zip(with_title, (titles @ query).tolist(), strict=True))
+        hits = [
+            DenseHit(chunk_id=chunk_id, similarity=similarity, heading_similarity=title_similarity.get(chunk_id))
+            for chunk_id, similarity in zip(pool, (passages @ query).tolist(), strict=True)
+        ]
+        return [hit.chunk_id for hit in dense_ranking(hits, heading_weight=heading_weight)]
+
+    whole_first = ranked(question_vector)[0]
     kept, reciprocal = [], []
     for vector in variant_vectors:
-        order = np.argsort(-scores(vector), kind="stable")
+        order = ranked(vector)
         kept.append(float(order[0] == whole_first))
-        reciprocal.append(1.0 / (int(np.where(order == first)[0][0]) + 1) if first is not None else 0.0)
+        reciprocal.append(1.0 / (order.index(first_id) + 1) if first_id in order else 0.0)
     return {"top_stability": sum(kept) / len(kept), "first_kept": sum(reciprocal) / len(reciprocal)}
 
 
