@@ -40,6 +40,11 @@ features on the same search (shipped configuration, re-ranking as shipped, no ju
   1 / the rank of /ask's first result. A question one passage answers keeps its passage
   whichever word goes; one no passage answers whole is answered in parts by different ones.
 
+- `absent_shift`, `shift_known`, `shift_idf_known` (and `_scope`: the named repositories or the
+  best dense passage's), `shift_coverage`, `shift_coverage_first`: absent words, and the words the
+  best passages hold, weighed by how far the question's own vector moves without them (the
+  `word_drop` variants) instead of by IDF (`essential_absence`).
+
 - `jargon_known`: today's `vocabulary_scaled_known` (groundtruth/search/everyday_words.py) with a
   missing everyday word weighing nothing: only words MiniLM's WordPiece vocabulary splits into
   pieces ("Cryptomator", "zellij", "websockets") count as missing.
@@ -104,6 +109,11 @@ KERNEL_WIDTH = 0.1
 KERNEL_NAMES = tuple(f"kernel_{centre}" for centre in KERNEL_CENTRES)
 # How many of the first results carry kernel features (`kernel_0.9@2` is the second result's).
 KERNEL_RESULTS = 5
+ESSENTIAL_NAMES = (
+    *(f"{name}{suffix}" for suffix in ("", "_scope") for name in ("absent_shift", "shift_known", "shift_idf_known")),
+    "shift_coverage",
+    "shift_coverage_first",
+)
 CANDIDATES = (
     "known_scope",
     "heading_corpus_quantile",
@@ -114,6 +124,7 @@ CANDIDATES = (
     *KERNEL_NAMES,
     "top_stability",
     "first_kept",
+    *ESSENTIAL_NAMES,
 )
 # How many of the first results `word_matched` reads, and up to how many tokens each.
 UNMATCHED_RESULTS = 3
@@ -218,6 +229,7 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
     features["first_kept"] = 0.0
     features["word_matched"] = 0.0
     features.update(dict.fromkeys(KERNEL_NAMES, 0.0))
+    features.update(dict.fromkeys(ESSENTIAL_NAMES, 0.0))
     if not outcome.hits or outcome.embedding is None:
         return features
     firsts = Chunk.objects.in_bulk([hit.chunk.pk for hit in outcome.hits[:KERNEL_RESULTS]])
@@ -244,6 +256,69 @@ def candidates_compute(outcome, *, question: str, named_ids: list[int], scales: 
         variant_vectors = backend.embed(variants)
         features["word_drop"] = -max(_cosine(vector, first.embedding) - base for vector in variant_vectors)
         features.update(stability(outcome, question_vector, variant_vectors))
+        shifts = [1.0 - _cosine(vector, question_vector) for vector in variant_vectors]
+        features.update(
+            essential_absence(
+                outcome,
+                words=[words[index] for index in kept],
+                shifts=shifts,
+                scopes={"": named_ids or [repository.pk for repository in outcome.repositories], "_scope": scope},
+            )
+        )
+    return features
+
+
+def essential_absence(outcome, *, words: list[str], shifts: list[float], scopes: dict[str, list[int]]) -> dict:
+    """How much of the question's meaning rests on words the documentation never uses. A word's
+    weight is how far the question's own vector moves when it is left out (`shifts`, 1 - cosine):
+    the thing a question asks about moves it far ("does requests support HTTP/2 connections?"),
+    an incidental detail little ("... although the site opens fine in Chrome"), where IDF weighs
+    both as rare words. A word is absent when one of its lexemes is absent from the scope.
+    `absent_shift`: minus the largest weight of an absent word (higher is answerable, as for
+    every feature); `shift_known`: the share of the weights the scope's words carry;
+    `shift_idf_known`: the same with each weight times the word's IDF. `scopes` maps a suffix to
+    repository ids (named or searched; named or the best dense passage's repository)."""
+    from groundtruth.search.lexical_index import lexemes_present, texts_lexemes
+    from groundtruth.search.lexical_search import chunks_lexemes_matched
+
+    idf = outcome.lexical_query.capped_idf()
+    ceiling = outcome.lexical_query.idf_ceiling
+    lexemes = texts_lexemes(words)
+    asked = sorted(set().union(*lexemes)) if lexemes else []
+    features: dict[str, float] = {}
+    for suffix, repository_ids in scopes.items():
+        present = lexemes_present(lexemes=asked, repository_ids=repository_ids)
+        absent = [bool(found - present) for found in lexemes]
+        weights = [max(shift, 0.0) for shift in shifts]
+        idf_weights = [
+            weight * max((idf.get(lexeme, ceiling) for lexeme in found), default=0.0)
+            for weight, found in zip(weights, lexemes, strict=True)
+        ]
+        total, idf_total = sum(weights), sum(idf_weights)
+        features[f"absent_shift{suffix}"] = -max(
+            (weight for weight, gone in zip(weights, absent, strict=True) if gone), default=0.0
+        )
+        features[f"shift_known{suffix}"] = (
+            1.0 - sum(weight for weight, gone in zip(weights, absent, strict=True) if gone) / total if total else 1.0
+        )
+        features[f"shift_idf_known{suffix}"] = (
+            1.0 - sum(weight for weight, gone in zip(idf_weights, absent, strict=True) if gone) / idf_total
+            if idf_total
+            else 1.0
+        )
+    # The same weights over the words one of the best passages holds (today's `coverage` weighs
+    # them by IDF): an answer holds what the question asks about, not only its incidental words.
+    weights = [max(shift, 0.0) for shift in shifts]
+    total = sum(weights)
+    top = [hit.chunk.pk for hit in outcome.hits[:5]]
+    matched = chunks_lexemes_matched(chunk_ids=top, lexemes=asked)
+
+    def held(chunk_id: int) -> float:
+        inside = matched.get(chunk_id, set())
+        return sum(w for w, found in zip(weights, lexemes, strict=True) if found and found <= inside) / total
+
+    features["shift_coverage"] = max((held(chunk_id) for chunk_id in top), default=0.0) if total else 1.0
+    features["shift_coverage_first"] = held(top[0]) if total and top else 1.0
     return features
 
 
@@ -445,6 +520,11 @@ def variants() -> list[Variant]:
         Variant("+ top_stability", (*today, "top_stability")),
         Variant("+ first_kept", (*today, "first_kept")),
         Variant("+ top_stability, first_kept", (*today, "top_stability", "first_kept")),
+        *[Variant(f"+ {name}", (*today, name)) for name in ESSENTIAL_NAMES],
+        Variant("vocabulary_scaled_known -> shift_idf_known", replaced(known, "shift_idf_known")),
+        Variant("vocabulary_scaled_known -> shift_known", replaced(known, "shift_known")),
+        Variant("coverage -> shift_coverage", replaced("coverage", "shift_coverage")),
+        Variant("+ shift_idf_known, shift_coverage", (*today, "shift_idf_known", "shift_coverage")),
     ]
 
 
