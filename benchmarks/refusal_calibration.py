@@ -73,6 +73,8 @@ class Assessed:
     judge_repository: str | None  # of the best judged passage
     # The ranks, among the first few results, of those holding the answer (refusal_evidence.py).
     answer_ranks: tuple[int, ...] = ()
+    # The question's own vector (question_prior.py); empty in files written before 2026-11-28.
+    question_vector: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,9 @@ features on the same search (shipped configuration, re-ranking as shipped, no ju
   best passages hold, weighed by how far the question's own vector moves without them (the
   `word_drop` variants) instead of by IDF (`essential_absence`).
 
+- `question_prior` (`question_prior.py`, measured after the variants): the question's vector alone,
+  a logistic model learned from the other repositories' labelled questions (nested rotation).
+
 - `jargon_known`: today's `vocabulary_scaled_known` (groundtruth/search/everyday_words.py) with a
   missing everyday word weighing nothing: only words MiniLM's WordPiece vocabulary splits into
   pieces ("Cryptomator", "zellij", "websockets") count as missing.
@@ -88,6 +91,7 @@ from benchmarks.evaluation_sets import (
     repository_format,
     repository_format_record,
 )
+from benchmarks.question_prior import VECTOR_DECIMALS, question_prior_measure
 from benchmarks.refusal_calibration import (
     ANSWERABLE_MISSING_TARGET,
     REPOSITORY_REFUSED_LIMIT,
@@ -464,6 +468,11 @@ def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
                 dense_repository=dense_first_repository(outcome, names=names),
                 judge_repository=None,
                 answer_ranks=answer_ranks(question, outcome.hits[:KERNEL_RESULTS]),
+                question_vector=(
+                    tuple(round(float(value), VECTOR_DECIMALS) for value in outcome.embedding.vector)
+                    if outcome.embedding is not None
+                    else ()
+                ),
             )
         )
     return assessed
@@ -627,6 +636,7 @@ def assessed_write(assessed: list[Assessed], path: Path) -> None:
                     "format": repository_format(item.question.fold),
                     "features": item.features,
                     "answer_ranks": list(item.answer_ranks),
+                    "question_vector": list(item.question_vector),
                 }
             )
             + "\n"
@@ -657,6 +667,7 @@ def assessed_read(path: Path) -> list[Assessed]:
                 dense_repository=None,
                 judge_repository=None,
                 answer_ranks=tuple(row.get("answer_ranks", ())),
+                question_vector=tuple(row.get("question_vector", ())),
             )
         )
     return items
@@ -857,3 +868,4 @@ def refusal_evidence_report(
         if transfer:
             print(f"    fitted on this set, measured on {transfer_from}: {transfer_check(variant, assessed, transfer)}")
     learned_relevance_measure(assessed)
+    question_prior_measure(assessed, transfer, DEFAULT_FEATURES)

@@ -57,41 +57,62 @@ def abstention_model_fit(
 
     `regularisation` is the inverse strength of the L2 penalty on the standardised weights.
     """
+    intercept, weights = balanced_logistic_fit(
+        [[sample.features[name] for name in features] for sample in samples],
+        [sample.answerable for sample in samples],
+        regularisation=regularisation,
+        non_negative=True,
+    )
+    return AbstentionModel(
+        intercept=intercept, weights={name: weight for name, weight in zip(features, weights, strict=True)}
+    )
+
+
+def balanced_logistic_fit(
+    rows: Sequence[Sequence[float]],
+    labels: Sequence[bool],
+    *,
+    regularisation: float,
+    non_negative: bool,
+    constant_scale: float = 0.0,
+) -> tuple[float, list[float]]:
+    """(intercept, weights) of an L2-regularised logistic regression of `labels` on the standardised
+    columns of `rows`, each label weighing half of the loss however many there are of each, the
+    standardisation folded back into plain weights of the raw columns. A column whose standard
+    deviation is at most `constant_scale` counts as constant and gets weight 0. With
+    `non_negative`, every weight is kept at or above zero (bounded L-BFGS-B)."""
     import numpy as np
     from scipy.optimize import minimize
 
-    labels = np.array([sample.answerable for sample in samples], dtype=float)
-    answerable = labels.sum()
-    if answerable in (0, len(labels)):
+    target = np.array(labels, dtype=float)
+    answerable = target.sum()
+    if answerable in (0, len(target)):
         raise ValueError("fitting needs both answerable and unanswerable questions")
-    matrix = np.array([[sample.features[name] for name in features] for sample in samples], dtype=float)
+    matrix = np.array(rows, dtype=float)
     mean = matrix.mean(axis=0)
     scale = matrix.std(axis=0)
-    scale[scale == 0] = 1.0
+    scale[scale <= constant_scale] = np.inf
     standardised = (matrix - mean) / scale
     # Each kind of question weighs half of the loss, however many there are of each.
     sample_weights = np.where(
-        labels == 1, len(labels) / (2 * answerable), len(labels) / (2 * (len(labels) - answerable))
+        target == 1, len(target) / (2 * answerable), len(target) / (2 * (len(target) - answerable))
     )
 
     def loss_and_gradient(parameters: np.ndarray) -> tuple[float, np.ndarray]:
         intercept, weights = parameters[0], parameters[1:]
         logits = intercept + standardised @ weights
-        loss = np.sum(sample_weights * (np.logaddexp(0.0, logits) - labels * logits))
+        loss = np.sum(sample_weights * (np.logaddexp(0.0, logits) - target * logits))
         loss += 0.5 / regularisation * np.sum(weights * weights)
-        residual = sample_weights * (1.0 / (1.0 + np.exp(-logits)) - labels)
+        residual = sample_weights * (1.0 / (1.0 + np.exp(-logits)) - target)
         gradient = np.concatenate([[residual.sum()], standardised.T @ residual + weights / regularisation])
         return float(loss), gradient
 
-    bounds = [(None, None)] + [(0.0, None)] * len(features)
-    result = minimize(loss_and_gradient, np.zeros(len(features) + 1), jac=True, method="L-BFGS-B", bounds=bounds)
+    bounds = [(None, None)] + [(0.0, None) if non_negative else (None, None)] * matrix.shape[1]
+    result = minimize(loss_and_gradient, np.zeros(matrix.shape[1] + 1), jac=True, method="L-BFGS-B", bounds=bounds)
     if not result.success:
         raise ValueError(f"the fit did not converge: {result.message}")
     weights = result.x[1:] / scale
-    intercept = float(result.x[0] - (weights * mean).sum())
-    return AbstentionModel(
-        intercept=intercept, weights={name: float(weight) for name, weight in zip(features, weights, strict=True)}
-    )
+    return float(result.x[0] - (weights * mean).sum()), [float(weight) for weight in weights]
 
 
 def abstention_threshold_choose(

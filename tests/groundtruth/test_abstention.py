@@ -28,6 +28,7 @@ from groundtruth.search.abstention_fit import (
     abstention_model_fit,
     abstention_rates,
     abstention_threshold_choose,
+    balanced_logistic_fit,
 )
 from groundtruth.search.abstention_model import (
     FEATURES,
@@ -155,6 +156,25 @@ def test_the_fit_weighs_the_evidence_that_separates_and_the_threshold_bounds_wro
     strict = abstention_threshold_choose(model, samples, answerable_missing=0.0)
     assert strict == math.floor(probabilities[0] * 1000) / 1000
     assert abstention_rates(model, strict, samples).answerable_missing == 0.0
+
+
+def test_the_logistic_fit_may_weigh_against_and_leaves_nearly_constant_columns_out():
+    # Column 0 separates, column 1 runs against the labels, column 2 varies by float noise only.
+    rows = [[0.9, 0.1, 0.5], [0.8, 0.3, 0.5 + 1e-9], [0.7, 0.2, 0.5], [0.3, 0.8, 0.5], [0.2, 0.9, 0.5 - 1e-9]]
+    labels = [True, True, True, False, False]
+
+    free_intercept, free = balanced_logistic_fit(
+        rows, labels, regularisation=1.0, non_negative=False, constant_scale=1e-6
+    )
+    _, bounded = balanced_logistic_fit(rows, labels, regularisation=1.0, non_negative=True)
+
+    assert [round(weight, 3) for weight in free] == [2.876, -2.507, 0.0]  # noise is no evidence
+    assert round(free_intercept, 3) == -0.183
+    assert bounded[0] > 0
+    assert bounded[1] == 0.0  # kept at zero where it would fit the sample
+    # Without constant_scale, a variation of 1e-9 that happens to follow the labels is standardised
+    # into a column like any other, and the fit leans on it with an enormous weight.
+    assert bounded[2] > 1e6
 
 
 def test_fitting_needs_both_kinds_of_question():
