@@ -17,9 +17,8 @@ fitted on every question here and measured on another set (`--transfer-check`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from benchmarks.evaluation_sets import is_written, repository_format
 from benchmarks.refusal_calibration import (
@@ -31,53 +30,37 @@ from benchmarks.refusal_calibration import (
     _rates,
     auc,
 )
+from groundtruth.search.abstention_fit import PRIOR_REGULARISATION
+from groundtruth.search.abstention_model import PRIOR_FEATURE, QuestionPrior
 
-# The inverse strength of the L2 penalty on the standardised weights. The measure prints its
-# neighbours too: separation barely moves between 1e-4 and 1e-2.
-PRIOR_REGULARISATION = 3e-4
-PRIOR_REGULARISATIONS = (1e-4, 3e-4, 1e-3, 1e-2)
-PRIOR_FEATURE = "question_prior"
-# Below this standard deviation a dimension of the question vectors counts as constant.
-CONSTANT_SCALE = 1e-4
+PRIOR_REGULARISATIONS = (1e-4, PRIOR_REGULARISATION, 1e-3, 1e-2)
 # Question vectors are kept to this many decimals, in memory as in the features file, so that a
 # measure read back from the file gives the figures of the run that wrote it.
 VECTOR_DECIMALS = 6
-
-
-@dataclass(frozen=True)
-class QuestionPrior:
-    """logit = intercept + weights . vector (standardisation folded in)."""
-
-    weights: tuple[float, ...]
-    intercept: float
-
-    def logit(self, vector: Sequence[float]) -> float:
-        return self.intercept + sum(weight * value for weight, value in zip(self.weights, vector, strict=True))
-
-    def probability(self, vector: Sequence[float]) -> float:
-        return 1.0 / (1.0 + math.exp(-self.logit(vector)))
+# The features file does not name the encoder; every vector in it is the packaged model's.
+ENCODER = "features file"
 
 
 def question_prior_fit(items: Sequence[Assessed], *, regularisation: float = PRIOR_REGULARISATION) -> QuestionPrior:
-    """The logistic model of answerability over the questions' vectors, each kind of question
-    weighing half of the loss (as the sources-missing model weighs them)."""
-    from groundtruth.search.abstention_fit import balanced_logistic_fit
+    """The service's prior (abstention_fit.question_prior_fit) fitted on `items`."""
+    from groundtruth.search.abstention_fit import LabelledEvidence
+    from groundtruth.search.abstention_fit import question_prior_fit as fit
 
-    intercept, weights = balanced_logistic_fit(
-        [item.question_vector for item in items],
-        [item.question.answerable for item in items],
+    return fit(
+        [
+            LabelledEvidence(features={}, answerable=item.question.answerable, question_vector=item.question_vector)
+            for item in items
+        ],
+        encoder=ENCODER,
         regularisation=regularisation,
-        non_negative=False,
-        # A few of MiniLM's dimensions are constant up to float noise; standardised, that noise
-        # would become features (and a vector rounded differently would land far away).
-        constant_scale=CONSTANT_SCALE,
     )
-    return QuestionPrior(weights=tuple(weights), intercept=intercept)
 
 
 def _with_prior(items: Sequence[Assessed], prior: QuestionPrior) -> list[Assessed]:
     return [
-        replace(item, features={**item.features, PRIOR_FEATURE: prior.probability(item.question_vector)})
+        replace(
+            item, features={**item.features, PRIOR_FEATURE: prior.probability(item.question_vector, encoder=ENCODER)}
+        )
         for item in items
     ]
 

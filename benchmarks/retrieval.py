@@ -205,6 +205,9 @@ class Answered:
     features: dict[str, float]
     sources_missing: bool
     citations: list[Location]
+    # The question's vector and its encoder (the prior over questions is fitted on them).
+    question_vector: tuple[float, ...] = field(default=(), repr=False)
+    encoder: str = ""
 
 
 @dataclass
@@ -287,6 +290,8 @@ def questions_ask(
                     features=features,
                     sources_missing=answer.sources_missing,
                     citations=citations,
+                    question_vector=tuple(outcome.embedding.vector) if outcome.embedding else (),
+                    encoder=outcome.embedding.model_name if outcome.embedding else "",
                 )
             )
     return run
@@ -374,16 +379,30 @@ def abstention_samples(run: Run, folds: set[str]) -> list:
     answers = run.select(wording="paraphrase", folds=folds) + run.select(
         wording="paraphrase", answerable=False, folds=folds
     )
-    return [LabelledEvidence(features=answer.features, answerable=answer.question.answerable) for answer in answers]
+    return [
+        LabelledEvidence(
+            features=answer.features,
+            answerable=answer.question.answerable,
+            question_vector=answer.question_vector,
+            group=answer.question.fold,
+        )
+        for answer in answers
+    ]
 
 
 def abstention_fit(run: Run, folds: set[str]) -> tuple:
-    from groundtruth.search.abstention_fit import abstention_model_fit, abstention_threshold_choose
+    """The sources-missing model fitted as `manage.py abstention_fit` fits it, on the paraphrased
+    and unanswerable questions of `folds`: with the prior over questions, each question's prior
+    from a prior fitted without its repository (nested inside the rotation's fold)."""
+    from groundtruth.search.abstention_fit import sources_missing_fit
 
-    samples = abstention_samples(run, folds)
-    model = abstention_model_fit(samples)
-    threshold = abstention_threshold_choose(model, samples, answerable_missing=ANSWERABLE_MISSING_TARGET)
-    return model, threshold
+    encoders = {answer.encoder for answer in run.answers}
+    fitted = sources_missing_fit(
+        abstention_samples(run, folds),
+        question_prior_encoder=encoders.pop() if len(encoders) == 1 and "" not in encoders else None,
+        answerable_missing=ANSWERABLE_MISSING_TARGET,
+    )
+    return fitted.model, fitted.threshold
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -544,9 +563,38 @@ def evaluate(
         print(rerank_fit_document(weights=fusion.rerank_weights, provenance=provenance), end="")
         print("abstention.json:")
         print(abstention_fit_document(model=model, threshold=threshold, provenance=provenance), end="")
+        fit_rates_print(evaluation, final, model, threshold)
 
     if misses:
         misses_print(shipped)
+
+
+def fit_rates_print(evaluation: EvaluationSet, run: Run, model, threshold: float) -> None:
+    """The sources-missing rates of the fit above on the questions it was fitted on (in-sample; the
+    questions' prior is the shipped one, fitted on them too), per collection and format, from the
+    run's evidence: the figures the next run's in-sample column will show."""
+    from groundtruth.search.abstention_model import PRIOR_FEATURE
+
+    def refused(answer: Answered) -> bool:
+        prior = model.question_prior
+        features = {
+            **answer.features,
+            PRIOR_FEATURE: prior.probability(answer.question_vector, encoder=answer.encoder) if prior else 1.0,
+        }
+        return model.probability(features) < threshold
+
+    print("the fit above, in-sample: sources missing on unanswerable / on answerable paraphrased questions")
+    for collection in evaluation.collections:
+        folds = sorted({question.fold for question in evaluation.questions if question.collection == collection})
+        cells = []
+        for name in ("rst", "Markdown", "pooled"):
+            chosen = {fold for fold in folds if name == "pooled" or repository_format(fold) == name}
+            answerable = run.select(wording="paraphrase", folds=chosen, collection=collection)
+            unanswerable = run.select(wording="paraphrase", answerable=False, folds=chosen, collection=collection)
+            if answerable:
+                caught = _share([refused(answer) for answer in unanswerable]) if unanswerable else 0.0
+                cells.append(f"{name} {caught:.3f} / {_share([refused(answer) for answer in answerable]):.3f}")
+        print(f"  {collection}: {', '.join(cells)}")
 
 
 def _breakdown_row(label: str, shipped: Run, cross: Run, folds: set[str], collection: str) -> str:

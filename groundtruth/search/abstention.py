@@ -2,7 +2,7 @@
 
 Fused scores are ranks, not evidence: the best chunk of an unrelated corpus still comes first.
 The decision is a small logistic model (`abstention_model.py`, coefficients in
-ASK_ABSTENTION_MODEL, fitted by `manage.py abstention_fit` on questions with known answers and
+groundtruth/search/fitted/abstention.json, fitted by `manage.py abstention_fit` on questions with known answers and
 questions the documentation cannot answer) over evidence features, each in [0, 1]:
 
 - similarity: the best dense score (passage and title similarity mixed, fusion.dense_score);
@@ -33,6 +33,8 @@ questions the documentation cannot answer) over evidence features, each in [0, 1
   so: `DATABASES`, not "databases"). A question about
   something the documentation lacks usually names it; a user rewording a question keeps the
   names and changes the other words. Without names both are 1.
+- question_prior: the model's prior over questions (abstention_model.QuestionPrior): how likely a
+  question written like this one is answerable, from its vector alone; 1 without a prior.
 
 IDF here is `LexicalQuery.capped_idf`: a word no chunk has counts as much as a word one chunk has.
 """
@@ -46,7 +48,7 @@ from django.conf import settings
 
 from groundtruth.ingest.index_text import repository_label
 from groundtruth.models import CorpusStatistic, Repository
-from groundtruth.search.abstention_model import FEATURES, AbstentionModel
+from groundtruth.search.abstention_model import FEATURES, PRIOR_FEATURE, AbstentionModel, QuestionPrior
 from groundtruth.search.everyday_words import (
     missing_weight,
     pieces_per_lexeme,
@@ -153,8 +155,11 @@ def spelled_words(name: str) -> list[str]:
     return [word for word in name.split(" ") if sum(char.isupper() for char in word) >= 2]
 
 
-def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[str, float], list[Repository]]:
-    """The features of FEATURES for `outcome`, and the repositories the question names."""
+def evidence_features(
+    outcome: SearchOutcome, *, question: str, prior: QuestionPrior | None = None
+) -> tuple[dict[str, float], list[Repository]]:
+    """The features of FEATURES for `outcome`, and the repositories the question names.
+    `question_prior` is `prior`'s probability for the question's vector (1 without one)."""
     idf = outcome.lexical_query.capped_idf()
     rare = {lexeme for lexeme, value in idf.items() if value > 0.5 * outcome.lexical_query.idf_ceiling}
     named = repositories_named(question=question, repositories=outcome.repositories)
@@ -266,6 +271,10 @@ def evidence_features(outcome: SearchOutcome, *, question: str) -> tuple[dict[st
             else 1.0
         ),
     }
+    embedding = outcome.embedding
+    features[PRIOR_FEATURE] = (
+        prior.probability(embedding.vector, encoder=embedding.model_name) if prior and embedding else 1.0
+    )
     assert set(features) == set(FEATURES)
     return features, named
 
@@ -285,7 +294,7 @@ def abstention_assess(
     fit = abstention_fit_current()
     model = fit.model if model is None else model
     threshold = fit.threshold if threshold is None else threshold
-    features, named = evidence_features(outcome, question=question)
+    features, named = evidence_features(outcome, question=question, prior=model.question_prior)
     probability = model.probability(features) if outcome.hits else 0.0
     decided_by = "model"
     if judge_decides and outcome.judge is not None and outcome.judge_scores:

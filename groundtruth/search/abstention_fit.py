@@ -11,6 +11,13 @@ plain weights of the raw features. The threshold is then chosen so that at most 
 of the answerable questions is declared unanswerable (wrongly saying "sources missing" to a
 question the docs answer costs the user the answer; the other error costs a wrong citation).
 
+The prior over questions (`abstention_model.QuestionPrior`, the `question_prior` feature) is an
+L2-regularised logistic model of the same labels over the questions' vectors, without the bound
+(a dimension of the embedding has no direction of its own). The sources-missing model must weigh
+it as it behaves on questions it was not fitted on, so each sample's prior comes from a prior
+fitted without the sample's repository (`group`); the prior that ships is then fitted on every
+sample (`sources_missing_fit`).
+
 Used by `manage.py abstention_fit` and, fold by fold, by `benchmarks/retrieval.py`.
 """
 
@@ -18,11 +25,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from groundtruth.search.abstention_model import AbstentionModel
+from groundtruth.search.abstention_model import PRIOR_FEATURE, AbstentionModel, QuestionPrior
 
 DEFAULT_REGULARISATION = 0.3  # the inverse strength of the L2 penalty: smaller is stronger
+# The prior's inverse L2 strength on the standardised vector: separation barely moves between 1e-4
+# and 1e-2 (benchmarks/question_prior.py prints them side by side).
+PRIOR_REGULARISATION = 3e-4
+# Below this standard deviation a dimension of the question vectors counts as constant: a few of
+# MiniLM's are, up to float noise, which standardised would become features.
+PRIOR_CONSTANT_SCALE = 1e-4
 
 # The features a fit uses unless told otherwise. Evidence measured against the question itself
 # (how much of it the passages hold, how far the best passage stands out, whether both legs
@@ -45,6 +58,83 @@ DEFAULT_FEATURES = (
 class LabelledEvidence:
     features: dict[str, float]
     answerable: bool
+    # For the prior over questions: the question's vector, and the repository it is about (the
+    # prior of a sample is fitted without its group's samples).
+    question_vector: tuple[float, ...] = field(default=(), repr=False)
+    group: str = ""
+
+
+def question_prior_fit(
+    samples: Sequence[LabelledEvidence], *, encoder: str, regularisation: float = PRIOR_REGULARISATION
+) -> QuestionPrior:
+    """The prior over questions fitted on `samples`' vectors (both kinds must be present), each
+    kind of question weighing half of the loss."""
+    intercept, weights = balanced_logistic_fit(
+        [sample.question_vector for sample in samples],
+        [sample.answerable for sample in samples],
+        regularisation=regularisation,
+        non_negative=False,
+        constant_scale=PRIOR_CONSTANT_SCALE,
+    )
+    return QuestionPrior(encoder=encoder, intercept=intercept, weights=tuple(weights))
+
+
+def question_prior_out_of_fold(
+    samples: Sequence[LabelledEvidence], *, encoder: str, regularisation: float = PRIOR_REGULARISATION
+) -> list[LabelledEvidence]:
+    """`samples` (in their order) with `question_prior` from a prior fitted on the other groups'."""
+    groups = sorted({sample.group for sample in samples})
+    if len(groups) < 2 or any(not sample.question_vector for sample in samples):
+        raise ValueError("the prior over questions needs each question's vector and at least two repositories")
+    priors = {
+        group: question_prior_fit(
+            [sample for sample in samples if sample.group != group], encoder=encoder, regularisation=regularisation
+        )
+        for group in groups
+    }
+    return [
+        replace(
+            sample,
+            features={
+                **sample.features,
+                PRIOR_FEATURE: priors[sample.group].probability(sample.question_vector, encoder=encoder),
+            },
+        )
+        for sample in samples
+    ]
+
+
+@dataclass(frozen=True)
+class SourcesMissingFit:
+    model: AbstentionModel
+    threshold: float
+    samples: list[LabelledEvidence]  # as the model read them (with their out-of-fold prior)
+
+
+def sources_missing_fit(
+    samples: Sequence[LabelledEvidence],
+    *,
+    features: Sequence[str] = DEFAULT_FEATURES,
+    question_prior_encoder: str | None = None,
+    regularisation: float = DEFAULT_REGULARISATION,
+    prior_regularisation: float = PRIOR_REGULARISATION,
+    answerable_missing: float,
+) -> SourcesMissingFit:
+    """The sources-missing model of `features` and its threshold (at most `answerable_missing` of
+    the answerable samples declared unanswerable); with `question_prior_encoder`, `question_prior`
+    too: weighed and thresholded on out-of-fold priors, shipped with the prior fitted on every
+    sample."""
+    if question_prior_encoder is not None:
+        samples = question_prior_out_of_fold(
+            samples, encoder=question_prior_encoder, regularisation=prior_regularisation
+        )
+        features = [*(name for name in features if name != PRIOR_FEATURE), PRIOR_FEATURE]
+    model = abstention_model_fit(samples, features=features, regularisation=regularisation)
+    if question_prior_encoder is not None:
+        prior = question_prior_fit(samples, encoder=question_prior_encoder, regularisation=prior_regularisation)
+        model = replace(model, question_prior=prior)
+    threshold = abstention_threshold_choose(model, samples, answerable_missing=answerable_missing)
+    return SourcesMissingFit(model=model, threshold=threshold, samples=list(samples))
 
 
 def abstention_model_fit(

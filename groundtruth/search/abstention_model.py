@@ -8,13 +8,19 @@ and threshold are data, recorded with their fit in groundtruth/search/fitted/abs
 (fitted_parameters.py; `manage.py abstention_fit` writes that file). A feature the fit leaves out
 weighs 0.
 
+One feature belongs to the model rather than to the evidence: `question_prior`, the probability
+that a question written like this one is answerable, read from the question's own vector alone by
+a logistic model fitted on other repositories' labelled questions (`QuestionPrior`; docs/
+ground-truth.md, "Refusing"). It is only defined for the encoder it was fitted on: with another one
+(an adapted encoder, EMBEDDING_BACKEND=none) it is 1, so it never refuses a question it cannot read.
+
 Plain Python, no Django.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # Every evidence feature, each a number in [0, 1] (see groundtruth/search/abstention.py).
@@ -36,7 +42,32 @@ FEATURES = (
     "named_rare_together",
     "names_known",
     "names_together",
+    "question_prior",
 )
+PRIOR_FEATURE = "question_prior"
+
+
+@dataclass(frozen=True)
+class QuestionPrior:
+    """P(answerable) from the question's vector alone: 1 / (1 + exp(-(intercept + weights . vector))),
+    for vectors of `encoder` (the embedding model's name); 1 for any other."""
+
+    encoder: str
+    intercept: float
+    weights: tuple[float, ...]
+
+    def probability(self, vector: Sequence[float], *, encoder: str) -> float:
+        if encoder != self.encoder or len(vector) != len(self.weights):
+            return 1.0
+        logit = self.intercept + sum(weight * value for weight, value in zip(self.weights, vector, strict=True))
+        return _sigmoid(logit)
+
+
+def _sigmoid(logit: float) -> float:
+    if logit >= 0:
+        return 1.0 / (1.0 + math.exp(-logit))
+    exponential = math.exp(logit)
+    return exponential / (1.0 + exponential)
 
 
 class AbstentionModelInvalid(ValueError):
@@ -47,14 +78,12 @@ class AbstentionModelInvalid(ValueError):
 class AbstentionModel:
     intercept: float
     weights: Mapping[str, float]
+    # Computes the `question_prior` feature; None: that feature is 1 (and the model does not weigh it).
+    question_prior: QuestionPrior | None = None
 
     def probability(self, features: Mapping[str, float]) -> float:
         """P(the passages answer), from the features (a missing feature counts as 0)."""
-        logit = self.intercept + sum(weight * features.get(name, 0.0) for name, weight in self.weights.items())
-        if logit >= 0:
-            return 1.0 / (1.0 + math.exp(-logit))
-        exponential = math.exp(logit)
-        return exponential / (1.0 + exponential)
+        return _sigmoid(self.intercept + sum(weight * features.get(name, 0.0) for name, weight in self.weights.items()))
 
     def configuration(self) -> str:
         """`intercept=...,<feature>=<weight>,...`: the model in one line, as reports print it."""

@@ -5,7 +5,9 @@ in `groundtruth/search/fitted/`, each file with the fit that produced it (`fit`:
 date, the commit, the data). `manage.py abstention_fit --output FILE` and `benchmarks/retrieval.py`
 write this format.
 
-- `abstention.json`: the sources-missing model of /ask (abstention_model.py) and its threshold.
+- `abstention.json`: the sources-missing model of /ask (abstention_model.py) and its threshold,
+  with its prior over questions (`question_prior`: the encoder, the intercept and one weight per
+  dimension of the encoder's vectors) when the model weighs one.
 - `reranking.json`: the weights of the re-ranking's evidence (reranking.py).
 - `adapted/`: the same two, fitted on an adapted encoder's evidence (docs/ground-truth-adaptation.md),
   in use while an adapted encoder is active.
@@ -23,18 +25,26 @@ import functools
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
-from groundtruth.search.abstention_model import AbstentionModel, AbstentionModelInvalid, abstention_model_parse
+from groundtruth.search.abstention_model import (
+    PRIOR_FEATURE,
+    AbstentionModel,
+    AbstentionModelInvalid,
+    QuestionPrior,
+    abstention_model_parse,
+)
 from groundtruth.search.reranking import RERANK_FEATURES
 
 FITTED_DIR = Path(__file__).resolve().parent / "fitted"
 ADAPTED_FITTED_DIR = FITTED_DIR / "adapted"
 PROVENANCE_FIELDS = ("command", "date", "data")
+# The prior's weights are kept to this many significant digits (its probability moves < 1e-4).
+PRIOR_DIGITS = 6
 
 
 class FitInvalid(ValueError):
@@ -61,13 +71,24 @@ def fit_provenance(*, command: str, data: str, **more: str) -> dict[str, str]:
 
 def abstention_fit_document(*, model: AbstentionModel, threshold: float, provenance: Mapping[str, str]) -> str:
     """The text of an abstention fit file (round-trips through `abstention_fit_read`)."""
-    document = {
+    document: dict[str, Any] = {
         "fit": dict(provenance),
         "intercept": round(model.intercept, 4),
         "weights": {name: round(weight, 4) for name, weight in model.weights.items() if weight},
         "threshold": round(threshold, 3),
     }
-    return json.dumps(document, indent=2) + "\n"
+    if (prior := model.question_prior) is not None:
+        document["question_prior"] = {
+            "encoder": prior.encoder,
+            "intercept": float(f"{prior.intercept:.{PRIOR_DIGITS}g}"),
+            "weights": [float(f"{weight:.{PRIOR_DIGITS}g}") for weight in prior.weights],
+        }
+    text = json.dumps(document, indent=2)
+    if prior is not None:
+        # The prior's weights on one line, not hundreds (json.dumps indents them 4 deeper).
+        weights = document["question_prior"]["weights"]
+        text = text.replace(json.dumps(weights, indent=2).replace("\n", "\n    "), json.dumps(weights))
+    return text + "\n"
 
 
 def rerank_fit_document(*, weights: Mapping[str, float], provenance: Mapping[str, str]) -> str:
@@ -76,15 +97,16 @@ def rerank_fit_document(*, weights: Mapping[str, float], provenance: Mapping[str
     return json.dumps(document, indent=2) + "\n"
 
 
-def _document(path: Path, *, keys: set[str]) -> dict[str, Any]:
+def _document(path: Path, *, keys: set[str], optional: frozenset[str] = frozenset()) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text())
     except OSError as exc:
         raise FitInvalid(f"{path}: cannot be read ({exc.strerror})") from exc
     except json.JSONDecodeError as exc:
         raise FitInvalid(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from exc
-    if not isinstance(document, dict) or set(document) != keys:
-        raise FitInvalid(f"{path}: must be an object with exactly {', '.join(sorted(keys))}")
+    if not isinstance(document, dict) or not keys <= set(document) <= keys | optional:
+        also = f" (and optionally {', '.join(sorted(optional))})" if optional else ""
+        raise FitInvalid(f"{path}: must be an object with exactly {', '.join(sorted(keys))}{also}")
     provenance = document["fit"]
     if (
         not isinstance(provenance, dict)
@@ -100,22 +122,51 @@ def _document(path: Path, *, keys: set[str]) -> dict[str, Any]:
 
 
 def _numbers(path: Path, name: str, values: object) -> dict[str, float]:
-    if not isinstance(values, dict) or not all(
-        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        for value in values.values()
-    ):
+    if not isinstance(values, dict) or not all(_finite(value) for value in values.values()):
         raise FitInvalid(f"{path}: `{name}` must map names to finite numbers")
     return {key: float(value) for key, value in values.items()}
 
 
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _question_prior(path: Path, value: object) -> QuestionPrior:
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"encoder", "intercept", "weights"}
+        or not isinstance(value["encoder"], str)
+        or not value["encoder"].strip()
+        or not _finite(value["intercept"])
+        or not isinstance(value["weights"], list)
+        or not value["weights"]
+        or not all(_finite(weight) for weight in value["weights"])
+    ):
+        raise FitInvalid(
+            f"{path}: `question_prior` must hold the `encoder` it reads (a name), its `intercept` and its "
+            "`weights` (a list of finite numbers, one per dimension of the encoder's vectors)"
+        )
+    return QuestionPrior(
+        encoder=value["encoder"],
+        intercept=float(value["intercept"]),
+        weights=tuple(float(weight) for weight in value["weights"]),
+    )
+
+
 def abstention_fit_read(path: Path) -> AbstentionFit:
     """The sources-missing model and threshold recorded in `path`, checked."""
-    document = _document(path, keys={"fit", "intercept", "weights", "threshold"})
+    document = _document(
+        path, keys={"fit", "intercept", "weights", "threshold"}, optional=frozenset({"question_prior"})
+    )
     weights = _numbers(path, "weights", document["weights"])
     try:
         model = abstention_model_parse({"intercept": document["intercept"], **weights})
     except AbstentionModelInvalid as exc:
         raise FitInvalid(f"{path}: {exc}") from exc
+    if "question_prior" in document:
+        model = replace(model, question_prior=_question_prior(path, document["question_prior"]))
+    elif model.weights.get(PRIOR_FEATURE):
+        raise FitInvalid(f"{path}: weighs `{PRIOR_FEATURE}` but holds no `question_prior` to compute it")
     threshold = document["threshold"]
     if not isinstance(threshold, int | float) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
         raise FitInvalid(f"{path}: `threshold` must be a probability from 0 to 1, got {threshold!r}")

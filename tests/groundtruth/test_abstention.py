@@ -9,10 +9,11 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from django.conf import settings as django_settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from groundtruth.models import Chunk, CorpusStatistic, LexemeStatistic
 from groundtruth.search import lexical_index
@@ -24,16 +25,21 @@ from groundtruth.search.abstention import (
     spelled_words,
 )
 from groundtruth.search.abstention_fit import (
+    AbstentionRates,
     LabelledEvidence,
     abstention_model_fit,
     abstention_rates,
     abstention_threshold_choose,
     balanced_logistic_fit,
+    question_prior_fit,
+    question_prior_out_of_fold,
+    sources_missing_fit,
 )
 from groundtruth.search.abstention_model import (
     FEATURES,
     AbstentionModel,
     AbstentionModelInvalid,
+    QuestionPrior,
     abstention_model_parse,
 )
 from groundtruth.search.everyday_words import (
@@ -180,6 +186,82 @@ def test_the_logistic_fit_may_weigh_against_and_leaves_nearly_constant_columns_o
 def test_fitting_needs_both_kinds_of_question():
     with pytest.raises(ValueError, match="both answerable and unanswerable"):
         abstention_model_fit(_samples([(0.9, True), (0.8, True)]))
+
+
+# --- the prior over questions: what the question's own vector says ---------------------------------
+def test_the_prior_reads_only_vectors_of_its_own_encoder():
+    prior = QuestionPrior(encoder="mini", intercept=-1.0, weights=(2.0, -1.0))
+
+    assert rounded(prior.probability([0.5, 1.0], encoder="mini")) == sigmoid(-1.0)
+    assert rounded(prior.probability([2.0, 0.0], encoder="mini")) == sigmoid(3.0)
+    # Another encoder's vectors (or another length) are not what it learnt: it never refuses them.
+    assert prior.probability([0.5, 1.0], encoder="adapted") == 1.0
+    assert prior.probability([0.5, 1.0, 0.0], encoder="mini") == 1.0
+
+
+# Three repositories' questions: an answerable question points along the first dimension, except
+# in `odd`, whose questions are written the other way round.
+PRIOR_SAMPLES = [
+    LabelledEvidence(features={"peak": peak}, answerable=answerable, question_vector=vector, group=group)
+    for group, vector, answerable, peak in [
+        ("alpha", (0.9, 0.1), True, 0.8),
+        ("alpha", (0.8, -0.2), True, 0.7),
+        ("alpha", (-0.7, 0.3), False, 0.3),
+        ("beta", (0.7, 0.0), True, 0.6),
+        ("beta", (-0.9, -0.1), False, 0.2),
+        ("beta", (-0.6, 0.2), False, 0.4),
+        ("odd", (-0.8, 0.1), True, 0.9),
+        ("odd", (0.6, -0.3), False, 0.1),
+    ]
+]
+
+
+def test_each_questions_prior_comes_from_the_other_repositories_questions():
+    scored = question_prior_out_of_fold(PRIOR_SAMPLES, encoder="mini", regularisation=10.0)
+
+    assert [round(sample.features["question_prior"], 4) for sample in scored] == [
+        0.8905,
+        0.4619,
+        0.817,
+        0.6562,
+        0.205,
+        0.4187,
+        0.0398,
+        0.9699,
+    ]
+    # `odd`'s own labels never reach its priors: fitted on the others, they come out wrong way round.
+    assert scored[6].features["question_prior"] < 0.5 < scored[7].features["question_prior"]
+    without_odd = question_prior_fit(PRIOR_SAMPLES[:6], encoder="mini", regularisation=10.0)
+    assert scored[6].features["question_prior"] == without_odd.probability((-0.8, 0.1), encoder="mini")
+    assert [sample.features["peak"] for sample in scored] == [sample.features["peak"] for sample in PRIOR_SAMPLES]
+
+
+def test_the_prior_needs_vectors_from_two_repositories_or_more():
+    with pytest.raises(ValueError, match="at least two repositories"):
+        question_prior_out_of_fold([replace(sample, group="alpha") for sample in PRIOR_SAMPLES], encoder="mini")
+
+
+def test_the_model_weighs_the_prior_out_of_fold_and_ships_the_prior_fitted_on_every_question():
+    fitted = sources_missing_fit(
+        PRIOR_SAMPLES,
+        features=["peak"],
+        question_prior_encoder="mini",
+        answerable_missing=0.25,
+        regularisation=10.0,
+        prior_regularisation=10.0,
+    )
+
+    assert fitted.model.question_prior == question_prior_fit(PRIOR_SAMPLES, encoder="mini", regularisation=10.0)
+    assert list(fitted.model.weights) == ["peak", "question_prior"]
+    assert [round(fitted.model.weights[name], 3) for name in ("peak", "question_prior")] == [12.573, 1.24]
+    assert fitted.threshold == 0.915
+    assert fitted.samples == question_prior_out_of_fold(PRIOR_SAMPLES, encoder="mini", regularisation=10.0)
+    assert fitted.threshold == abstention_threshold_choose(fitted.model, fitted.samples, answerable_missing=0.25)
+    assert abstention_rates(fitted.model, fitted.threshold, fitted.samples) == AbstentionRates(
+        answerable_missing=0.25, unanswerable_missing=1.0
+    )
+    without = sources_missing_fit(PRIOR_SAMPLES, features=["peak"], answerable_missing=0.25, regularisation=10.0)
+    assert (without.model.question_prior, list(without.model.weights)) == (None, ["peak"])
 
 
 @pytest.fixture
@@ -391,16 +473,53 @@ def test_the_decision_follows_the_configured_model_and_threshold(indexed, settin
     )
 
 
+def test_the_question_prior_reads_the_questions_vector_with_the_models_prior(indexed):
+    question = "How do I bake sourdough bread at home?"
+    outcome = chunk_search(query=question, repositories=indexed, limit=5)
+    vector, encoder = outcome.embedding.vector, outcome.embedding.model_name
+    leaning = QuestionPrior(encoder=encoder, intercept=0.0, weights=(3.0, *[0.0] * (len(vector) - 1)))
+
+    features, _ = evidence_features(outcome, question=question, prior=leaning)
+
+    assert (encoder, len(vector)) == ("all-MiniLM-L6-v2", 384)
+    assert rounded(features["question_prior"]) == sigmoid(3.0 * vector[0])
+    assert evidence_features(outcome, question=question)[0]["question_prior"] == 1.0
+    other = replace(leaning, encoder="adapted")
+    assert evidence_features(outcome, question=question, prior=other)[0]["question_prior"] == 1.0
+
+
+@pytest.mark.parametrize(("prior_intercept", "supported"), [(-10.0, False), (10.0, True)])
+def test_the_decision_weighs_the_prior_of_the_configured_model(indexed, settings, tmp_path, prior_intercept, supported):
+    question = "Which ca_bundle adds an internal certificate authority?"
+    outcome = chunk_search(query=question, repositories=indexed, limit=5)
+    prior = QuestionPrior(
+        encoder=outcome.embedding.model_name, intercept=prior_intercept, weights=(0.0,) * len(outcome.embedding.vector)
+    )
+    model = replace(abstention_model_parse({"intercept": -1, "question_prior": 4}), question_prior=prior)
+    abstention_fit_use(settings, tmp_path, model=model, threshold=0.5)
+
+    assessment = abstention_assess(outcome, question=question)
+
+    assert rounded(assessment.probability) == sigmoid(-1 + 4 / (1 + math.exp(-prior_intercept)))
+    assert assessment.supported is supported
+
+
+FIT_QUESTIONS = [
+    {"question": "Which ca_bundle adds an internal certificate authority?", "answerable": True, "repository": "a"},
+    {
+        "question": "How long does the first retry of a failed webhook delivery wait?",
+        "answerable": True,
+        "repository": "a",
+    },
+    {"question": "Which broker does the background job queue use?", "answerable": True, "repository": "b"},
+    {"question": "How do I bake sourdough bread at home?", "answerable": False, "repository": "a"},
+    {"question": "How do I rotate Kubernetes secrets?", "answerable": False, "repository": "b"},
+]
+
+
 def test_abstention_fit_writes_the_fit_file_it_prints_with_its_provenance(indexed, tmp_path):
     questions = tmp_path / "questions.jsonl"
-    rows = [
-        {"question": "Which ca_bundle adds an internal certificate authority?", "answerable": True},
-        {"question": "How long does the first retry of a failed webhook delivery wait?", "answerable": True},
-        {"question": "Which broker does the background job queue use?", "answerable": True},
-        {"question": "How do I bake sourdough bread at home?", "answerable": False},
-        {"question": "How do I rotate Kubernetes secrets?", "answerable": False},
-    ]
-    questions.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    questions.write_text("".join(json.dumps(row) + "\n" for row in FIT_QUESTIONS))
     output = tmp_path / "abstention.json"
     printed, written = io.StringIO(), io.StringIO()
 
@@ -412,14 +531,40 @@ def test_abstention_fit_writes_the_fit_file_it_prints_with_its_provenance(indexe
     fit = abstention_fit_read(output)
     assert printed.getvalue().endswith(output.read_text())
     assert written.getvalue().endswith(f"Fit written to {output}.\n")
+    assert "In-sample (each question's prior fitted without its repository): sources missing on " in written.getvalue()
     assert (fit.provenance["command"], fit.provenance["data"]) == (
         "manage.py abstention_fit questions.jsonl --answerable-missing 0.05 --features known,coverage "
         "--regularisation 0.3",
         "questions.jsonl: 3 answerable and 2 unanswerable questions (question), searched in the repositories "
         "indexed then: acme/community, acme/handbook",
     )
-    assert set(fit.model.weights) <= {"known", "coverage"}
+    assert set(fit.model.weights) <= {"known", "coverage", "question_prior"}
+    assert fit.model.question_prior is not None
+    assert (fit.model.question_prior.encoder, len(fit.model.question_prior.weights)) == (
+        "all-MiniLM-L6-v2",
+        384,
+    )
     assert 0 <= fit.threshold <= 1
+
+
+def test_abstention_fit_needs_each_questions_repository_for_the_prior_or_fits_without_it(indexed, tmp_path):
+    questions = tmp_path / "questions.jsonl"
+    rows = [{name: value for name, value in row.items() if name != "repository"} for row in FIT_QUESTIONS]
+    questions.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    output = tmp_path / "abstention.json"
+
+    with pytest.raises(CommandError) as raised:
+        call_command("abstention_fit", str(questions), stdout=io.StringIO())
+    call_command("abstention_fit", str(questions), "--no-question-prior", "--output", str(output), stdout=io.StringIO())
+
+    assert str(raised.value) == (
+        "line 1: needs the 'repository' the question is about (the prior over questions is fitted without each "
+        "repository's own questions), or fit with --no-question-prior"
+    )
+    fit = abstention_fit_read(output)
+    assert fit.model.question_prior is None
+    assert "question_prior" not in json.loads(output.read_text())
+    assert fit.provenance["command"].endswith("--regularisation 0.3 --no-question-prior")
 
 
 # --- everyday words: a small corpus lacks everyday words a user writes -----------------------------

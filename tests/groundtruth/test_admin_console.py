@@ -176,7 +176,9 @@ def test_an_unanswerable_question_shows_sources_missing_with_the_evidence(client
         FeatureEvidence(name="coverage", value=0.0, weight=4.0, contribution=0.0),
         FeatureEvidence(name="known", value=0.0, weight=4.0, contribution=0.0),
     ]
-    assert len(evidence.features) == 15
+    assert len(evidence.features) == 16
+    # This model has no prior over questions: the prior is 1 and weighs nothing.
+    assert evidence.features[-1] == FeatureEvidence(name="question_prior", value=1.0, weight=0.0, contribution=0.0)
     page = response.content.decode()
     assert '<p class="decision missing" id="sources-missing">Sources missing: no answer is given.</p>' in page
     assert "is below the threshold 0.5." in page

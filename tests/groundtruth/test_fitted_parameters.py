@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from groundtruth.search.abstention_model import abstention_model_parse
+from groundtruth.search.abstention_model import QuestionPrior, abstention_model_parse
 from groundtruth.search.fitted_parameters import (
     FitInvalid,
     abstention_fit_current,
@@ -69,6 +70,25 @@ def test_a_written_fit_reads_back_as_written(tmp_path):
     assert rerank_fit_read(rerank).weights == {"dense": 1.0, "lexical": 0.25}
 
 
+def test_a_fit_with_a_prior_over_questions_keeps_its_weights_on_one_line_and_reads_back(tmp_path):
+    prior = QuestionPrior(encoder="all-MiniLM-L6-v2", intercept=-0.1234567891, weights=(0.5, -2.000000049, 3.25e-7))
+    model = replace(abstention_model_parse({"intercept": -4, "known": 4, "question_prior": 2}), question_prior=prior)
+    path = tmp_path / "abstention.json"
+    path.write_text(abstention_fit_document(model=model, threshold=0.5, provenance=PROVENANCE))
+
+    assert '\n    "weights": [0.5, -2.0, 3.25e-07]\n' in path.read_text()
+    assert json.loads(path.read_text())["question_prior"] == {
+        "encoder": "all-MiniLM-L6-v2",
+        "intercept": -0.123457,
+        "weights": [0.5, -2.0, 3.25e-07],
+    }
+    read = abstention_fit_read(path)
+    assert read.model.question_prior == QuestionPrior(
+        encoder="all-MiniLM-L6-v2", intercept=-0.123457, weights=(0.5, -2.0, 3.25e-07)
+    )
+    assert read.model.weights == {"known": 4.0, "question_prior": 2.0}
+
+
 def test_the_setting_points_at_another_fit(settings, tmp_path):
     path = tmp_path / "ours.json"
     path.write_text(rerank_fit_document(weights={"dense": 1.0, "coverage": 0.5}, provenance=PROVENANCE))
@@ -84,7 +104,10 @@ ABSTENTION = {"fit": PROVENANCE, "intercept": -4, "weights": {"known": 4}, "thre
     ("document", "message"),
     [
         ("{", "not JSON (Expecting property name enclosed in double quotes, line 1)"),
-        ({**ABSTENTION, "extra": 1}, "must be an object with exactly fit, intercept, threshold, weights"),
+        (
+            {**ABSTENTION, "extra": 1},
+            "must be an object with exactly fit, intercept, threshold, weights (and optionally question_prior)",
+        ),
         (
             {**ABSTENTION, "fit": {"command": "x", "date": "2026-11-26"}},
             "`fit` must record the command, date, data of the fit, as text",
@@ -96,6 +119,18 @@ ABSTENTION = {"fit": PROVENANCE, "intercept": -4, "weights": {"known": 4}, "thre
         ({**ABSTENTION, "weights": {"known": "4"}}, "`weights` must map names to finite numbers"),
         ({**ABSTENTION, "weights": {"bogus": 1}}, "unknown feature bogus; known: intercept, similarity"),
         ({**ABSTENTION, "threshold": 1.5}, "`threshold` must be a probability from 0 to 1, got 1.5"),
+        (
+            {**ABSTENTION, "weights": {"known": 4, "question_prior": 1}},
+            "weighs `question_prior` but holds no `question_prior` to compute it",
+        ),
+        (
+            {**ABSTENTION, "question_prior": {"encoder": "m", "intercept": 0, "weights": [1, None]}},
+            "`question_prior` must hold the `encoder` it reads (a name), its `intercept` and its `weights`",
+        ),
+        (
+            {**ABSTENTION, "question_prior": {"encoder": "", "intercept": 0, "weights": [1]}},
+            "`question_prior` must hold the `encoder` it reads (a name)",
+        ),
     ],
 )
 def test_a_bad_abstention_fit_is_refused_saying_what_is_wrong(tmp_path, document, message):

@@ -1,10 +1,13 @@
 """`manage.py abstention_fit QUESTIONS.jsonl`: fit the sources-missing model of /ask.
 
 The questions file has one JSON object per line: the question (`question`, or the field named by
---field, `question_paraphrase` by default when present) and `answerable` (true or false). Every
-question is searched in the current index exactly as /ask searches it; the logistic model is
-fitted on the evidence features (`groundtruth/search/abstention.py`) and the threshold chosen so
-that at most --answerable-missing of the answerable questions are declared unanswerable.
+--field, `question_paraphrase` by default when present), `answerable` (true or false) and
+`repository` (the one the question is about; any label). Every question is searched in the
+current index exactly as /ask searches it; the logistic model is fitted on the evidence features
+(`groundtruth/search/abstention.py`) and on the prior over questions (fitted on the questions'
+vectors, each question's prior from a prior fitted without its repository; `--no-question-prior`
+leaves it out, and then `repository` is not needed), and the threshold chosen so that at most
+--answerable-missing of the answerable questions are declared unanswerable.
 
 Prints the in-sample rates and the fit file (groundtruth/search/fitted_parameters.py: the model,
 the threshold and the fit's provenance); `--output FILE` writes it there. Commit it over
@@ -26,13 +29,15 @@ from groundtruth.search.abstention_fit import (
     DEFAULT_FEATURES,
     DEFAULT_REGULARISATION,
     LabelledEvidence,
-    abstention_model_fit,
     abstention_rates,
-    abstention_threshold_choose,
+    sources_missing_fit,
 )
-from groundtruth.search.abstention_model import FEATURES
+from groundtruth.search.abstention_model import FEATURES, PRIOR_FEATURE
 from groundtruth.search.fitted_parameters import abstention_fit_document, fit_provenance
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
+
+# The features computed from the evidence (the prior over questions is fitted apart).
+EVIDENCE_FEATURES = [name for name in FEATURES if name != PRIOR_FEATURE]
 
 
 class Command(BaseCommand):
@@ -50,7 +55,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--features",
             default=",".join(DEFAULT_FEATURES),
-            help=f"comma-separated features to fit; known: {', '.join(FEATURES)}",
+            help=f"comma-separated evidence features to fit; known: {', '.join(EVIDENCE_FEATURES)}",
+        )
+        parser.add_argument(
+            "--no-question-prior",
+            action="store_true",
+            help="fit without the prior over questions (then the questions need no `repository`)",
         )
         parser.add_argument(
             "--regularisation",
@@ -66,31 +76,65 @@ class Command(BaseCommand):
         if not 0 <= options["answerable_missing"] < 1:
             raise CommandError("--answerable-missing must be at least 0 and below 1")
         features = [name.strip() for name in options["features"].split(",") if name.strip()]
-        unknown = sorted(set(features) - set(FEATURES))
+        known = EVIDENCE_FEATURES
+        unknown = sorted(set(features) - set(known))
         if unknown or not features:
-            raise CommandError(f"--features: {', '.join(unknown) or 'none given'}; known: {', '.join(FEATURES)}")
+            raise CommandError(
+                f"--features: {', '.join(unknown) or 'none given'}; known: {', '.join(known)}"
+                f" (the prior over questions is fitted unless --no-question-prior)"
+            )
+        with_prior = not options["no_question_prior"]
         repositories = search_scope_resolve(names=None)
         if not repositories:
             raise CommandError("No repository is indexed: ingest the documentation the questions are about first.")
-        samples = []
         for number, entry in enumerate(entries, start=1):
             text = entry.get(field)
             if not isinstance(text, str) or not text.strip() or not isinstance(entry.get("answerable"), bool):
                 raise CommandError(f"line {number}: needs a non-empty {field!r} and a boolean 'answerable'")
-            outcome = chunk_search(query=text, repositories=repositories, limit=5)
-            evidence, _ = evidence_features(outcome, question=text)
-            samples.append(LabelledEvidence(features=evidence, answerable=entry["answerable"]))
+            if with_prior and (not isinstance(entry.get("repository"), str) or not entry["repository"].strip()):
+                raise CommandError(
+                    f"line {number}: needs the 'repository' the question is about (the prior over questions is "
+                    "fitted without each repository's own questions), or fit with --no-question-prior"
+                )
+        samples = []
+        encoders = set()
+        for entry in entries:
+            outcome = chunk_search(query=entry[field], repositories=repositories, limit=5)
+            evidence, _ = evidence_features(outcome, question=entry[field])
+            if outcome.embedding is not None:
+                encoders.add(outcome.embedding.model_name)
+            samples.append(
+                LabelledEvidence(
+                    features=evidence,
+                    answerable=entry["answerable"],
+                    question_vector=tuple(outcome.embedding.vector) if outcome.embedding else (),
+                    group=entry.get("repository", "") if with_prior else "",
+                )
+            )
         answerable = sum(sample.answerable for sample in samples)
         if answerable in (0, len(samples)):
             raise CommandError("The questions must include answerable and unanswerable ones.")
-        model = abstention_model_fit(samples, features=features, regularisation=options["regularisation"])
-        threshold = abstention_threshold_choose(model, samples, answerable_missing=options["answerable_missing"])
-        rates = abstention_rates(model, threshold, samples)
+        if with_prior:
+            if len(encoders) != 1 or any(not sample.question_vector for sample in samples):
+                raise CommandError("The prior over questions needs the embedding model (EMBEDDING_BACKEND is none).")
+            if len({sample.group for sample in samples}) < 2:
+                raise CommandError("The prior over questions needs questions about at least two repositories.")
+        fitted = sources_missing_fit(
+            samples,
+            features=features,
+            question_prior_encoder=encoders.pop() if with_prior else None,
+            regularisation=options["regularisation"],
+            answerable_missing=options["answerable_missing"],
+        )
+        model, threshold = fitted.model, fitted.threshold
+        rates = abstention_rates(model, threshold, fitted.samples)
         self.stdout.write(
             f"Fitted on {answerable} answerable and {len(samples) - answerable} unanswerable questions ({field})."
         )
+        # The model is measured on the questions it was fitted on; their priors are out of fold.
+        prior_note = " (each question's prior fitted without its repository)" if with_prior else ""
         self.stdout.write(
-            f"In-sample: sources missing on {rates.unanswerable_missing:.3f} of the unanswerable and "
+            f"In-sample{prior_note}: sources missing on {rates.unanswerable_missing:.3f} of the unanswerable and "
             f"{rates.answerable_missing:.3f} of the answerable questions."
         )
         names = ", ".join(sorted(repository.name for repository in repositories))
@@ -120,6 +164,8 @@ class Command(BaseCommand):
         arguments.append(f"--answerable-missing {options['answerable_missing']:g}")
         arguments.append(f"--features {options['features']}")
         arguments.append(f"--regularisation {options['regularisation']:g}")
+        if options["no_question_prior"]:
+            arguments.append("--no-question-prior")
         return arguments
 
     def _entries(self, path: Path) -> list[dict[str, Any]]:
