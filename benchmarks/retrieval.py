@@ -390,19 +390,19 @@ def abstention_samples(run: Run, folds: set[str]) -> list:
     ]
 
 
-def abstention_fit(run: Run, folds: set[str]) -> tuple:
-    """The sources-missing model fitted as `manage.py abstention_fit` fits it, on the paraphrased
-    and unanswerable questions of `folds`: with the prior over questions, each question's prior
-    from a prior fitted without its repository (nested inside the rotation's fold)."""
+def abstention_fit(run: Run, folds: set[str]):
+    """The sources-missing fit (`abstention_fit.SourcesMissingFit`) as `manage.py abstention_fit`
+    fits it, on the paraphrased and unanswerable questions of `folds`: with the prior over
+    questions, each question's prior from a prior fitted without its repository (nested inside
+    the rotation's fold)."""
     from groundtruth.search.abstention_fit import sources_missing_fit
 
     encoders = {answer.encoder for answer in run.answers}
-    fitted = sources_missing_fit(
+    return sources_missing_fit(
         abstention_samples(run, folds),
         question_prior_encoder=encoders.pop() if len(encoders) == 1 and "" not in encoders else None,
         answerable_missing=ANSWERABLE_MISSING_TARGET,
     )
-    return fitted.model, fitted.threshold
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -489,9 +489,14 @@ def evaluate(
             training = set(evaluation.folds) - {fold}
             fusion = rerank_fit(shipped, training, configured, written=written_reranking)
             fold_run = questions_ask(evaluation, fusion=fusion)
-            model, threshold = abstention_fit(fold_run, training)
+            fitted = abstention_fit(fold_run, training)
+            threshold = fitted.threshold
             held_out = questions_ask(
-                evaluation, fusion=fusion, abstention_model=model, abstention_threshold=threshold, folds={fold}
+                evaluation,
+                fusion=fusion,
+                abstention_model=fitted.model,
+                abstention_threshold=threshold,
+                folds={fold},
             )
             cross.answers.extend(held_out.answers)
             chosen.append((fold, fusion, threshold))
@@ -550,8 +555,14 @@ def evaluate(
     if len(evaluation.folds) > 1:
         fusion = rerank_fit(shipped, set(evaluation.folds), configured, written=written_reranking)
         final = questions_ask(evaluation, fusion=fusion)
-        model, threshold = abstention_fit(final, set(evaluation.folds))
-        from groundtruth.search.fitted_parameters import abstention_fit_document, fit_provenance, rerank_fit_document
+        fitted = abstention_fit(final, set(evaluation.folds))
+        model, threshold = fitted.model, fitted.threshold
+        from groundtruth.search.fitted_parameters import (
+            WithoutPrior,
+            abstention_fit_document,
+            fit_provenance,
+            rerank_fit_document,
+        )
 
         provenance = fit_provenance(
             command=" ".join([".venv/bin/python", *sys.argv]),
@@ -562,7 +573,15 @@ def evaluate(
         print("reranking.json:")
         print(rerank_fit_document(weights=fusion.rerank_weights, provenance=provenance), end="")
         print("abstention.json:")
-        print(abstention_fit_document(model=model, threshold=threshold, provenance=provenance), end="")
+        without_prior = (
+            WithoutPrior(model=fitted.without_prior.model, threshold=fitted.without_prior.threshold)
+            if fitted.without_prior
+            else None
+        )
+        document = abstention_fit_document(
+            model=model, threshold=threshold, provenance=provenance, without_prior=without_prior
+        )
+        print(document, end="")
         fit_rates_print(evaluation, final, model, threshold)
 
     if misses:

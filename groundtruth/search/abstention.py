@@ -34,7 +34,8 @@ questions the documentation cannot answer) over evidence features, each in [0, 1
   something the documentation lacks usually names it; a user rewording a question keeps the
   names and changes the other words. Without names both are 1.
 - question_prior: the model's prior over questions (abstention_model.QuestionPrior): how likely a
-  question written like this one is answerable, from its vector alone; 1 without a prior.
+  question written like this one is answerable, from its vector alone; 1 without a prior or for
+  a vector it cannot read (then the fit's model without the prior decides: AbstentionFit.for_question).
 
 IDF here is `LexicalQuery.capped_idf`: a word no chunk has counts as much as a word one chunk has.
 """
@@ -291,9 +292,12 @@ def abstention_assess(
     judge scored the passages (and `judge_decides`), the judge decides: supported when its best
     score reaches the refusal threshold of that passage's repository. Nothing found at all is
     never supported."""
-    fit = abstention_fit_current()
-    model = fit.model if model is None else model
-    threshold = fit.threshold if threshold is None else threshold
+    embedding = outcome.embedding
+    fitted_model, fitted_threshold = abstention_fit_current().for_question(
+        embedding.vector if embedding else None, encoder=embedding.model_name if embedding else ""
+    )
+    model = fitted_model if model is None else model
+    threshold = fitted_threshold if threshold is None else threshold
     features, named = evidence_features(outcome, question=question, prior=model.question_prior)
     probability = model.probability(features) if outcome.hits else 0.0
     decided_by = "model"

@@ -109,6 +109,8 @@ class SourcesMissingFit:
     model: AbstentionModel
     threshold: float
     samples: list[LabelledEvidence]  # as the model read them (with their out-of-fold prior)
+    # With a prior: the model fitted on the same samples without it (for questions it cannot read).
+    without_prior: SourcesMissingFit | None = None
 
 
 def sources_missing_fit(
@@ -123,18 +125,21 @@ def sources_missing_fit(
     """The sources-missing model of `features` and its threshold (at most `answerable_missing` of
     the answerable samples declared unanswerable); with `question_prior_encoder`, `question_prior`
     too: weighed and thresholded on out-of-fold priors, shipped with the prior fitted on every
-    sample."""
-    if question_prior_encoder is not None:
-        samples = question_prior_out_of_fold(
-            samples, encoder=question_prior_encoder, regularisation=prior_regularisation
-        )
-        features = [*(name for name in features if name != PRIOR_FEATURE), PRIOR_FEATURE]
-    model = abstention_model_fit(samples, features=features, regularisation=regularisation)
-    if question_prior_encoder is not None:
-        prior = question_prior_fit(samples, encoder=question_prior_encoder, regularisation=prior_regularisation)
-        model = replace(model, question_prior=prior)
+    sample, beside the model fitted without it."""
+    evidence = [name for name in features if name != PRIOR_FEATURE]
+    if question_prior_encoder is None:
+        model = abstention_model_fit(samples, features=evidence, regularisation=regularisation)
+        threshold = abstention_threshold_choose(model, samples, answerable_missing=answerable_missing)
+        return SourcesMissingFit(model=model, threshold=threshold, samples=list(samples))
+    without_prior = sources_missing_fit(
+        samples, features=evidence, regularisation=regularisation, answerable_missing=answerable_missing
+    )
+    samples = question_prior_out_of_fold(samples, encoder=question_prior_encoder, regularisation=prior_regularisation)
+    model = abstention_model_fit(samples, features=[*evidence, PRIOR_FEATURE], regularisation=regularisation)
+    prior = question_prior_fit(samples, encoder=question_prior_encoder, regularisation=prior_regularisation)
+    model = replace(model, question_prior=prior)
     threshold = abstention_threshold_choose(model, samples, answerable_missing=answerable_missing)
-    return SourcesMissingFit(model=model, threshold=threshold, samples=list(samples))
+    return SourcesMissingFit(model=model, threshold=threshold, samples=samples, without_prior=without_prior)
 
 
 def abstention_model_fit(

@@ -11,8 +11,9 @@ weighs 0.
 One feature belongs to the model rather than to the evidence: `question_prior`, the probability
 that a question written like this one is answerable, read from the question's own vector alone by
 a logistic model fitted on other repositories' labelled questions (`QuestionPrior`; docs/
-ground-truth.md, "Refusing"). It is only defined for the encoder it was fitted on: with another one
-(an adapted encoder, EMBEDDING_BACKEND=none) it is 1, so it never refuses a question it cannot read.
+ground-truth.md, /ask and its refusals). It reads only vectors of the encoder it was fitted on;
+for any other question (another embedding model, EMBEDDING_BACKEND=none) /ask decides with the model
+fitted beside it without the prior (`fitted_parameters.AbstentionFit.without_prior`).
 
 Plain Python, no Django.
 """
@@ -56,8 +57,13 @@ class QuestionPrior:
     intercept: float
     weights: tuple[float, ...]
 
+    def reads(self, vector: Sequence[float], *, encoder: str) -> bool:
+        """Whether this is a vector of the encoder the prior was fitted on."""
+        return encoder == self.encoder and len(vector) == len(self.weights)
+
     def probability(self, vector: Sequence[float], *, encoder: str) -> float:
-        if encoder != self.encoder or len(vector) != len(self.weights):
+        """The prior's probability; 1 for a vector it does not `read`."""
+        if not self.reads(vector, encoder=encoder):
             return 1.0
         logit = self.intercept + sum(weight * value for weight, value in zip(self.weights, vector, strict=True))
         return _sigmoid(logit)

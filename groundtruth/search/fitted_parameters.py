@@ -5,9 +5,11 @@ in `groundtruth/search/fitted/`, each file with the fit that produced it (`fit`:
 date, the commit, the data). `manage.py abstention_fit --output FILE` and `benchmarks/retrieval.py`
 write this format.
 
-- `abstention.json`: the sources-missing model of /ask (abstention_model.py) and its threshold,
-  with its prior over questions (`question_prior`: the encoder, the intercept and one weight per
-  dimension of the encoder's vectors) when the model weighs one.
+- `abstention.json`: the sources-missing model of /ask (abstention_model.py) and its threshold.
+  A model that weighs a prior over questions holds it (`question_prior`: the encoder, the
+  intercept and one weight per dimension of the encoder's vectors) and the model and threshold
+  fitted on the same questions without it (`without_prior`), which decides for a question whose
+  vector the prior cannot read (another embedding model).
 - `reranking.json`: the weights of the re-ranking's evidence (reranking.py).
 - `adapted/`: the same two, fitted on an adapted encoder's evidence (docs/ground-truth-adaptation.md),
   in use while an adapted encoder is active.
@@ -24,7 +26,7 @@ import datetime
 import functools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -52,10 +54,27 @@ class FitInvalid(ValueError):
 
 
 @dataclass(frozen=True)
+class WithoutPrior:
+    """The model and threshold fitted beside a prior over questions, on the same questions, without it."""
+
+    model: AbstentionModel
+    threshold: float
+
+
+@dataclass(frozen=True)
 class AbstentionFit:
     model: AbstentionModel
     threshold: float
     provenance: Mapping[str, str]
+    without_prior: WithoutPrior | None = None
+
+    def for_question(self, vector: Sequence[float] | None, *, encoder: str) -> tuple[AbstentionModel, float]:
+        """The model and threshold that decide for a question with this vector (None: no vector):
+        the fit's own, unless it weighs a prior over questions that cannot read the vector."""
+        prior = self.model.question_prior
+        if prior is None or self.without_prior is None or (vector is not None and prior.reads(vector, encoder=encoder)):
+            return self.model, self.threshold
+        return self.without_prior.model, self.without_prior.threshold
 
 
 @dataclass(frozen=True)
@@ -69,14 +88,30 @@ def fit_provenance(*, command: str, data: str, **more: str) -> dict[str, str]:
     return {"command": command, "date": datetime.date.today().isoformat(), "data": data, **more}
 
 
-def abstention_fit_document(*, model: AbstentionModel, threshold: float, provenance: Mapping[str, str]) -> str:
-    """The text of an abstention fit file (round-trips through `abstention_fit_read`)."""
-    document: dict[str, Any] = {
-        "fit": dict(provenance),
+def _model_document(model: AbstentionModel, threshold: float) -> dict[str, Any]:
+    return {
         "intercept": round(model.intercept, 4),
         "weights": {name: round(weight, 4) for name, weight in model.weights.items() if weight},
         "threshold": round(threshold, 3),
     }
+
+
+def abstention_fit_document(
+    *,
+    model: AbstentionModel,
+    threshold: float,
+    provenance: Mapping[str, str],
+    without_prior: WithoutPrior | None = None,
+) -> str:
+    """The text of an abstention fit file (round-trips through `abstention_fit_read`); a model with
+    a prior over questions goes with the model fitted `without_prior`."""
+    if (model.question_prior is None) != (without_prior is None):
+        raise ValueError(
+            "a model with a prior over questions is written with the model fitted without it, and only then"
+        )
+    document: dict[str, Any] = {"fit": dict(provenance), **_model_document(model, threshold)}
+    if without_prior is not None:
+        document["without_prior"] = _model_document(without_prior.model, without_prior.threshold)
     if (prior := model.question_prior) is not None:
         document["question_prior"] = {
             "encoder": prior.encoder,
@@ -153,24 +188,45 @@ def _question_prior(path: Path, value: object) -> QuestionPrior:
     )
 
 
-def abstention_fit_read(path: Path) -> AbstentionFit:
-    """The sources-missing model and threshold recorded in `path`, checked."""
-    document = _document(
-        path, keys={"fit", "intercept", "weights", "threshold"}, optional=frozenset({"question_prior"})
-    )
-    weights = _numbers(path, "weights", document["weights"])
+def _model_read(path: Path, document: Mapping[str, Any], *, where: str = "") -> tuple[AbstentionModel, float]:
+    weights = _numbers(path, f"{where}weights", document["weights"])
     try:
         model = abstention_model_parse({"intercept": document["intercept"], **weights})
     except AbstentionModelInvalid as exc:
-        raise FitInvalid(f"{path}: {exc}") from exc
-    if "question_prior" in document:
-        model = replace(model, question_prior=_question_prior(path, document["question_prior"]))
-    elif model.weights.get(PRIOR_FEATURE):
-        raise FitInvalid(f"{path}: weighs `{PRIOR_FEATURE}` but holds no `question_prior` to compute it")
+        raise FitInvalid(f"{path}: {where}{exc}") from exc
     threshold = document["threshold"]
     if not isinstance(threshold, int | float) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
-        raise FitInvalid(f"{path}: `threshold` must be a probability from 0 to 1, got {threshold!r}")
-    return AbstentionFit(model=model, threshold=float(threshold), provenance=document["fit"])
+        raise FitInvalid(f"{path}: `{where}threshold` must be a probability from 0 to 1, got {threshold!r}")
+    return model, float(threshold)
+
+
+def abstention_fit_read(path: Path) -> AbstentionFit:
+    """The sources-missing model and threshold recorded in `path`, checked."""
+    document = _document(
+        path,
+        keys={"fit", "intercept", "weights", "threshold"},
+        optional=frozenset({"question_prior", "without_prior"}),
+    )
+    model, threshold = _model_read(path, document)
+    without_prior = None
+    held = {"question_prior", "without_prior"} & set(document)
+    if model.weights.get(PRIOR_FEATURE) and len(held) < 2:
+        raise FitInvalid(
+            f"{path}: weighs `{PRIOR_FEATURE}`, so it must hold the `question_prior` that computes it and the "
+            "model fitted `without_prior` (for questions the prior cannot read)"
+        )
+    if len(held) == 1:
+        raise FitInvalid(f"{path}: `question_prior` and `without_prior` go together, got only `{held.pop()}`")
+    if held:
+        model = replace(model, question_prior=_question_prior(path, document["question_prior"]))
+        other = document["without_prior"]
+        if not isinstance(other, dict) or set(other) != {"intercept", "weights", "threshold"}:
+            raise FitInvalid(f"{path}: `without_prior` must be an object with exactly intercept, threshold, weights")
+        fallback, fallback_threshold = _model_read(path, other, where="without_prior.")
+        if fallback.weights.get(PRIOR_FEATURE):
+            raise FitInvalid(f"{path}: `without_prior` must not weigh `{PRIOR_FEATURE}`")
+        without_prior = WithoutPrior(model=fallback, threshold=fallback_threshold)
+    return AbstentionFit(model=model, threshold=threshold, provenance=document["fit"], without_prior=without_prior)
 
 
 def rerank_fit_read(path: Path) -> RerankFit:

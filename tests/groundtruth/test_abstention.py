@@ -50,7 +50,7 @@ from groundtruth.search.everyday_words import (
     vocabulary_scaled_known,
     word_pieces,
 )
-from groundtruth.search.fitted_parameters import abstention_fit_read
+from groundtruth.search.fitted_parameters import WithoutPrior, abstention_fit_read
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import phrases_present, spelling_pattern, spellings_present
 from groundtruth.search.lexical_search import chunks_phrases_matched, chunks_spellings_matched
@@ -261,7 +261,8 @@ def test_the_model_weighs_the_prior_out_of_fold_and_ships_the_prior_fitted_on_ev
         answerable_missing=0.25, unanswerable_missing=1.0
     )
     without = sources_missing_fit(PRIOR_SAMPLES, features=["peak"], answerable_missing=0.25, regularisation=10.0)
-    assert (without.model.question_prior, list(without.model.weights)) == (None, ["peak"])
+    assert (without.model.question_prior, list(without.model.weights), without.without_prior) == (None, ["peak"], None)
+    assert fitted.without_prior == without
 
 
 @pytest.fixture
@@ -496,12 +497,30 @@ def test_the_decision_weighs_the_prior_of_the_configured_model(indexed, settings
         encoder=outcome.embedding.model_name, intercept=prior_intercept, weights=(0.0,) * len(outcome.embedding.vector)
     )
     model = replace(abstention_model_parse({"intercept": -1, "question_prior": 4}), question_prior=prior)
-    abstention_fit_use(settings, tmp_path, model=model, threshold=0.5)
+    without = WithoutPrior(model=abstention_model_parse({"intercept": 3}), threshold=0.9)
+    abstention_fit_use(settings, tmp_path, model=model, threshold=0.5, without_prior=without)
 
     assessment = abstention_assess(outcome, question=question)
 
     assert rounded(assessment.probability) == sigmoid(-1 + 4 / (1 + math.exp(-prior_intercept)))
     assert assessment.supported is supported
+    assert (assessment.model, assessment.threshold) == (model, 0.5)
+
+
+def test_a_question_the_prior_cannot_read_is_decided_by_the_model_fitted_without_it(indexed, settings, tmp_path):
+    question = "Which ca_bundle adds an internal certificate authority?"
+    outcome = chunk_search(query=question, repositories=indexed, limit=5)
+    prior = QuestionPrior(encoder="another-encoder", intercept=10.0, weights=(0.0,) * len(outcome.embedding.vector))
+    model = replace(abstention_model_parse({"intercept": -1, "question_prior": 4}), question_prior=prior)
+    without = WithoutPrior(model=abstention_model_parse({"intercept": 3}), threshold=0.99)
+    abstention_fit_use(settings, tmp_path, model=model, threshold=0.5, without_prior=without)
+
+    assessment = abstention_assess(outcome, question=question)
+
+    # The prior would have said 1 (it cannot read the vector), and the model with it would answer.
+    assert assessment.features["question_prior"] == 1.0
+    assert (assessment.model, assessment.threshold) == (without.model, 0.99)
+    assert (rounded(assessment.probability), assessment.supported) == (sigmoid(3.0), False)
 
 
 FIT_QUESTIONS = [
@@ -544,6 +563,8 @@ def test_abstention_fit_writes_the_fit_file_it_prints_with_its_provenance(indexe
         "all-MiniLM-L6-v2",
         384,
     )
+    assert fit.without_prior is not None
+    assert set(fit.without_prior.model.weights) <= {"known", "coverage"}
     assert 0 <= fit.threshold <= 1
 
 
@@ -562,7 +583,7 @@ def test_abstention_fit_needs_each_questions_repository_for_the_prior_or_fits_wi
         "repository's own questions), or fit with --no-question-prior"
     )
     fit = abstention_fit_read(output)
-    assert fit.model.question_prior is None
+    assert (fit.model.question_prior, fit.without_prior) == (None, None)
     assert "question_prior" not in json.loads(output.read_text())
     assert fit.provenance["command"].endswith("--regularisation 0.3 --no-question-prior")
 

@@ -11,6 +11,7 @@ import pytest
 from groundtruth.search.abstention_model import QuestionPrior, abstention_model_parse
 from groundtruth.search.fitted_parameters import (
     FitInvalid,
+    WithoutPrior,
     abstention_fit_current,
     abstention_fit_document,
     abstention_fit_read,
@@ -43,6 +44,20 @@ def test_the_shipped_fits_are_the_ones_search_and_ask_use(settings):
         }
     )
     assert abstention.threshold == 0.27
+    assert abstention.without_prior == WithoutPrior(
+        model=abstention_model_parse(
+            {
+                "intercept": -9.7089,
+                "heading_similarity": 1.7934,
+                "peak": 11.3093,
+                "coverage": 2.117,
+                "agreement": 1.0378,
+                "vocabulary_scaled_known": 6.2117,
+                "names_together": 1.7083,
+            }
+        ),
+        threshold=0.228,
+    )
     assert prior is not None
     # Three of MiniLM's 384 dimensions are constant: the prior leaves them out.
     assert (prior.encoder, prior.intercept, len(prior.weights), prior.weights.count(0.0)) == (
@@ -83,8 +98,9 @@ def test_a_written_fit_reads_back_as_written(tmp_path):
 def test_a_fit_with_a_prior_over_questions_keeps_its_weights_on_one_line_and_reads_back(tmp_path):
     prior = QuestionPrior(encoder="all-MiniLM-L6-v2", intercept=-0.1234567891, weights=(0.5, -2.000000049, 3.25e-7))
     model = replace(abstention_model_parse({"intercept": -4, "known": 4, "question_prior": 2}), question_prior=prior)
+    without = WithoutPrior(model=abstention_model_parse({"intercept": -3, "known": 5}), threshold=0.25)
     path = tmp_path / "abstention.json"
-    path.write_text(abstention_fit_document(model=model, threshold=0.5, provenance=PROVENANCE))
+    path.write_text(abstention_fit_document(model=model, threshold=0.5, provenance=PROVENANCE, without_prior=without))
 
     assert '\n    "weights": [0.5, -2.0, 3.25e-07]\n' in path.read_text()
     assert json.loads(path.read_text())["question_prior"] == {
@@ -97,6 +113,12 @@ def test_a_fit_with_a_prior_over_questions_keeps_its_weights_on_one_line_and_rea
         encoder="all-MiniLM-L6-v2", intercept=-0.123457, weights=(0.5, -2.0, 3.25e-07)
     )
     assert read.model.weights == {"known": 4.0, "question_prior": 2.0}
+    assert read.without_prior == without
+    assert json.loads(path.read_text())["without_prior"] == {
+        "intercept": -3.0,
+        "weights": {"known": 5.0},
+        "threshold": 0.25,
+    }
 
 
 def test_the_setting_points_at_another_fit(settings, tmp_path):
@@ -108,6 +130,13 @@ def test_the_setting_points_at_another_fit(settings, tmp_path):
 
 
 ABSTENTION = {"fit": PROVENANCE, "intercept": -4, "weights": {"known": 4}, "threshold": 0.5}
+WITHOUT = {"intercept": -3, "weights": {"known": 5}, "threshold": 0.25}
+WITH_PRIOR = {
+    **ABSTENTION,
+    "weights": {"known": 4, "question_prior": 1},
+    "question_prior": {"encoder": "m", "intercept": 0, "weights": [1, 2]},
+    "without_prior": WITHOUT,
+}
 
 
 @pytest.mark.parametrize(
@@ -116,7 +145,8 @@ ABSTENTION = {"fit": PROVENANCE, "intercept": -4, "weights": {"known": 4}, "thre
         ("{", "not JSON (Expecting property name enclosed in double quotes, line 1)"),
         (
             {**ABSTENTION, "extra": 1},
-            "must be an object with exactly fit, intercept, threshold, weights (and optionally question_prior)",
+            "must be an object with exactly fit, intercept, threshold, weights "
+            "(and optionally question_prior, without_prior)",
         ),
         (
             {**ABSTENTION, "fit": {"command": "x", "date": "2026-11-26"}},
@@ -130,16 +160,33 @@ ABSTENTION = {"fit": PROVENANCE, "intercept": -4, "weights": {"known": 4}, "thre
         ({**ABSTENTION, "weights": {"bogus": 1}}, "unknown feature bogus; known: intercept, similarity"),
         ({**ABSTENTION, "threshold": 1.5}, "`threshold` must be a probability from 0 to 1, got 1.5"),
         (
-            {**ABSTENTION, "weights": {"known": 4, "question_prior": 1}},
-            "weighs `question_prior` but holds no `question_prior` to compute it",
+            {**ABSTENTION, "weights": {"known": 4, "question_prior": 1}, "without_prior": WITHOUT},
+            "weighs `question_prior`, so it must hold the `question_prior` that computes it and the model fitted "
+            "`without_prior` (for questions the prior cannot read)",
         ),
         (
-            {**ABSTENTION, "question_prior": {"encoder": "m", "intercept": 0, "weights": [1, None]}},
+            {**WITH_PRIOR, "without_prior": None},
+            "`without_prior` must be an object with exactly intercept, threshold, weights",
+        ),
+        (
+            {**WITH_PRIOR, "question_prior": {"encoder": "m", "intercept": 0, "weights": [1, None]}},
             "`question_prior` must hold the `encoder` it reads (a name), its `intercept` and its `weights`",
         ),
         (
-            {**ABSTENTION, "question_prior": {"encoder": "", "intercept": 0, "weights": [1]}},
+            {**WITH_PRIOR, "question_prior": {"encoder": "", "intercept": 0, "weights": [1]}},
             "`question_prior` must hold the `encoder` it reads (a name)",
+        ),
+        (
+            {**WITH_PRIOR, "without_prior": {**WITHOUT, "weights": {"question_prior": 1}}},
+            "`without_prior` must not weigh `question_prior`",
+        ),
+        (
+            {**WITH_PRIOR, "without_prior": {**WITHOUT, "threshold": 2}},
+            "`without_prior.threshold` must be a probability from 0 to 1, got 2",
+        ),
+        (
+            {**ABSTENTION, "without_prior": WITHOUT},
+            "`question_prior` and `without_prior` go together, got only `without_prior`",
         ),
     ],
 )
