@@ -558,10 +558,9 @@ def evaluate(
         fitted = abstention_fit(final, set(evaluation.folds))
         model, threshold = fitted.model, fitted.threshold
         from groundtruth.search.fitted_parameters import (
-            WithoutPrior,
-            abstention_fit_document,
             fit_provenance,
             rerank_fit_document,
+            sources_missing_fit_document,
         )
 
         provenance = fit_provenance(
@@ -573,15 +572,7 @@ def evaluate(
         print("reranking.json:")
         print(rerank_fit_document(weights=fusion.rerank_weights, provenance=provenance), end="")
         print("abstention.json:")
-        without_prior = (
-            WithoutPrior(model=fitted.without_prior.model, threshold=fitted.without_prior.threshold)
-            if fitted.without_prior
-            else None
-        )
-        document = abstention_fit_document(
-            model=model, threshold=threshold, provenance=provenance, without_prior=without_prior
-        )
-        print(document, end="")
+        print(sources_missing_fit_document(fitted, provenance=provenance), end="")
         fit_rates_print(evaluation, final, model, threshold)
 
     if misses:

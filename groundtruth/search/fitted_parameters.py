@@ -33,6 +33,7 @@ from typing import Any
 
 from django.conf import settings
 
+from groundtruth.search.abstention_fit import SourcesMissingFit
 from groundtruth.search.abstention_model import (
     PRIOR_FEATURE,
     AbstentionModel,
@@ -124,6 +125,17 @@ def abstention_fit_document(
         weights = document["question_prior"]["weights"]
         text = text.replace(json.dumps(weights, indent=2).replace("\n", "\n    "), json.dumps(weights))
     return text + "\n"
+
+
+def sources_missing_fit_document(fitted: SourcesMissingFit, *, provenance: Mapping[str, str]) -> str:
+    """The fit file of a fit made by `abstention_fit.sources_missing_fit`."""
+    without = fitted.without_prior
+    return abstention_fit_document(
+        model=fitted.model,
+        threshold=fitted.threshold,
+        provenance=provenance,
+        without_prior=WithoutPrior(model=without.model, threshold=without.threshold) if without else None,
+    )
 
 
 def rerank_fit_document(*, weights: Mapping[str, float], provenance: Mapping[str, str]) -> str:

@@ -33,7 +33,7 @@ from groundtruth.search.abstention_fit import (
     sources_missing_fit,
 )
 from groundtruth.search.abstention_model import FEATURES, PRIOR_FEATURE
-from groundtruth.search.fitted_parameters import WithoutPrior, abstention_fit_document, fit_provenance
+from groundtruth.search.fitted_parameters import fit_provenance, sources_missing_fit_document
 from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 
 # The features computed from the evidence (the prior over questions is fitted apart).
@@ -149,14 +149,7 @@ class Command(BaseCommand):
                 f"{rates.answerable_missing:.3f} of the answerable questions"
             ),
         )
-        without_prior = (
-            WithoutPrior(model=fitted.without_prior.model, threshold=fitted.without_prior.threshold)
-            if fitted.without_prior
-            else None
-        )
-        document = abstention_fit_document(
-            model=model, threshold=threshold, provenance=provenance, without_prior=without_prior
-        )
+        document = sources_missing_fit_document(fitted, provenance=provenance)
         if options["output"] is None:
             self.stdout.write(document, ending="")
         else:
