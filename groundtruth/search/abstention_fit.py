@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from groundtruth.search.abstention_model import PRIOR_FEATURE, AbstentionModel, QuestionPrior
+from groundtruth.search.abstention_model import PRIOR_FEATURE, AbstentionModel, QuestionPrior, WithoutPrior
 
 DEFAULT_REGULARISATION = 0.3  # the inverse strength of the L2 penalty: smaller is stronger
 # The prior's inverse L2 strength on the standardised vector: separation barely moves between 1e-4
@@ -110,7 +110,7 @@ class SourcesMissingFit:
     threshold: float
     samples: list[LabelledEvidence]  # as the model read them (with their out-of-fold prior)
     # With a prior: the model fitted on the same samples without it (for questions it cannot read).
-    without_prior: SourcesMissingFit | None = None
+    without_prior: WithoutPrior | None = None
 
 
 def sources_missing_fit(
@@ -131,9 +131,10 @@ def sources_missing_fit(
         model = abstention_model_fit(samples, features=evidence, regularisation=regularisation)
         threshold = abstention_threshold_choose(model, samples, answerable_missing=answerable_missing)
         return SourcesMissingFit(model=model, threshold=threshold, samples=list(samples))
-    without_prior = sources_missing_fit(
+    plain = sources_missing_fit(
         samples, features=evidence, regularisation=regularisation, answerable_missing=answerable_missing
     )
+    without_prior = WithoutPrior(model=plain.model, threshold=plain.threshold)
     samples = question_prior_out_of_fold(samples, encoder=question_prior_encoder, regularisation=prior_regularisation)
     model = abstention_model_fit(samples, features=[*evidence, PRIOR_FEATURE], regularisation=regularisation)
     prior = question_prior_fit(samples, encoder=question_prior_encoder, regularisation=prior_regularisation)

@@ -76,6 +76,15 @@ def _sigmoid(logit: float) -> float:
     return exponential / (1.0 + exponential)
 
 
+@dataclass(frozen=True)
+class WithoutPrior:
+    """The model and threshold fitted beside a prior over questions, on the same questions, without
+    it: they decide for questions whose vectors the prior cannot read."""
+
+    model: AbstentionModel
+    threshold: float
+
+
 class AbstentionModelInvalid(ValueError):
     """The configuration text of a model cannot be read."""
 

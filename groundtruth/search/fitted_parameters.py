@@ -39,6 +39,7 @@ from groundtruth.search.abstention_model import (
     AbstentionModel,
     AbstentionModelInvalid,
     QuestionPrior,
+    WithoutPrior,
     abstention_model_parse,
 )
 from groundtruth.search.reranking import RERANK_FEATURES
@@ -52,14 +53,6 @@ PRIOR_DIGITS = 6
 
 class FitInvalid(ValueError):
     """A fit file that cannot be used; the message says what is wrong in it."""
-
-
-@dataclass(frozen=True)
-class WithoutPrior:
-    """The model and threshold fitted beside a prior over questions, on the same questions, without it."""
-
-    model: AbstentionModel
-    threshold: float
 
 
 @dataclass(frozen=True)
@@ -129,12 +122,8 @@ def abstention_fit_document(
 
 def sources_missing_fit_document(fitted: SourcesMissingFit, *, provenance: Mapping[str, str]) -> str:
     """The fit file of a fit made by `abstention_fit.sources_missing_fit`."""
-    without = fitted.without_prior
     return abstention_fit_document(
-        model=fitted.model,
-        threshold=fitted.threshold,
-        provenance=provenance,
-        without_prior=WithoutPrior(model=without.model, threshold=without.threshold) if without else None,
+        model=fitted.model, threshold=fitted.threshold, provenance=provenance, without_prior=fitted.without_prior
     )
 
 

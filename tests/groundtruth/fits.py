@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from groundtruth.search.abstention_model import AbstentionModel
-from groundtruth.search.fitted_parameters import WithoutPrior, abstention_fit_document
+from groundtruth.search.abstention_model import AbstentionModel, WithoutPrior
+from groundtruth.search.fitted_parameters import abstention_fit_document
 
 # Each file gets a name of its own: a fit file is read once per process (cached by path).
 _numbers = itertools.count()

@@ -40,6 +40,7 @@ from groundtruth.search.abstention_model import (
     AbstentionModel,
     AbstentionModelInvalid,
     QuestionPrior,
+    WithoutPrior,
     abstention_model_parse,
 )
 from groundtruth.search.everyday_words import (
@@ -50,7 +51,7 @@ from groundtruth.search.everyday_words import (
     vocabulary_scaled_known,
     word_pieces,
 )
-from groundtruth.search.fitted_parameters import WithoutPrior, abstention_fit_read
+from groundtruth.search.fitted_parameters import abstention_fit_read
 from groundtruth.search.hybrid_search import chunk_search
 from groundtruth.search.lexical_index import phrases_present, spelling_pattern, spellings_present
 from groundtruth.search.lexical_search import chunks_phrases_matched, chunks_spellings_matched
@@ -262,7 +263,7 @@ def test_the_model_weighs_the_prior_out_of_fold_and_ships_the_prior_fitted_on_ev
     )
     without = sources_missing_fit(PRIOR_SAMPLES, features=["peak"], answerable_missing=0.25, regularisation=10.0)
     assert (without.model.question_prior, list(without.model.weights), without.without_prior) == (None, ["peak"], None)
-    assert fitted.without_prior == without
+    assert fitted.without_prior == WithoutPrior(model=without.model, threshold=without.threshold)
 
 
 @pytest.fixture

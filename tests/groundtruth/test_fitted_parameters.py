@@ -8,10 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from groundtruth.search.abstention_model import QuestionPrior, abstention_model_parse
+from groundtruth.search.abstention_model import QuestionPrior, WithoutPrior, abstention_model_parse
 from groundtruth.search.fitted_parameters import (
     FitInvalid,
-    WithoutPrior,
     abstention_fit_current,
     abstention_fit_document,
     abstention_fit_read,
