@@ -33,7 +33,7 @@ from benchmarks.refusal_calibration import (
 from groundtruth.search.abstention_fit import PRIOR_REGULARISATION
 from groundtruth.search.abstention_model import PRIOR_FEATURE, QuestionPrior
 
-PRIOR_REGULARISATIONS = (1e-4, PRIOR_REGULARISATION, 1e-3, 1e-2)
+PRIOR_REGULARISATIONS = (1e-4, 3e-4, PRIOR_REGULARISATION, 1e-2)
 # Question vectors are kept to this many decimals, in memory as in the features file, so that a
 # measure read back from the file gives the figures of the run that wrote it.
 VECTOR_DECIMALS = 6
@@ -48,7 +48,12 @@ def question_prior_fit(items: Sequence[Assessed], *, regularisation: float = PRI
 
     return fit(
         [
-            LabelledEvidence(features={}, answerable=item.question.answerable, question_vector=item.question_vector)
+            LabelledEvidence(
+                features={},
+                answerable=item.question.answerable,
+                question_vector=item.question_vector,
+                passage_vector=_first_passage(item),
+            )
             for item in items
         ],
         encoder=ENCODER,
@@ -56,10 +61,18 @@ def question_prior_fit(items: Sequence[Assessed], *, regularisation: float = PRI
     )
 
 
+def _first_passage(item: Assessed) -> tuple[float, ...]:
+    return item.passage_vectors[0] if item.passage_vectors else ()
+
+
 def _with_prior(items: Sequence[Assessed], prior: QuestionPrior) -> list[Assessed]:
     return [
         replace(
-            item, features={**item.features, PRIOR_FEATURE: prior.probability(item.question_vector, encoder=ENCODER)}
+            item,
+            features={
+                **item.features,
+                PRIOR_FEATURE: prior.probability(item.question_vector, encoder=ENCODER, passage=_first_passage(item)),
+            },
         )
         for item in items
     ]

@@ -75,6 +75,8 @@ class Assessed:
     answer_ranks: tuple[int, ...] = ()
     # The question's own vector (question_prior.py); empty in files written before 2026-11-28.
     question_vector: tuple[float, ...] = ()
+    # The first results' passage vectors, best first (the pair prior's measure); empty before 2026-11-28.
+    passage_vectors: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True)

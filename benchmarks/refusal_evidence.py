@@ -113,6 +113,8 @@ KERNEL_WIDTH = 0.1
 KERNEL_NAMES = tuple(f"kernel_{centre}" for centre in KERNEL_CENTRES)
 # How many of the first results carry kernel features (`kernel_0.9@2` is the second result's).
 KERNEL_RESULTS = 5
+# How many of the first results' passage vectors the features file keeps (a pair prior's input).
+PASSAGE_VECTORS = 3
 ESSENTIAL_NAMES = (
     *(f"{name}{suffix}" for suffix in ("", "_scope") for name in ("absent_shift", "shift_known", "shift_idf_known")),
     "shift_coverage",
@@ -473,9 +475,23 @@ def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
                     if outcome.embedding is not None
                     else ()
                 ),
+                passage_vectors=passage_vectors(outcome),
             )
         )
     return assessed
+
+
+def passage_vectors(outcome) -> tuple[tuple[float, ...], ...]:
+    """The vectors of the first results' passages, best first, rounded as the question's is."""
+    from groundtruth.models import Chunk
+
+    ids = [hit.chunk.pk for hit in outcome.hits[:PASSAGE_VECTORS]]
+    chunks = Chunk.objects.only("embedding").in_bulk(ids)
+    return tuple(
+        tuple(round(float(value), VECTOR_DECIMALS) for value in chunks[pk].embedding)
+        for pk in ids
+        if chunks[pk].embedding is not None
+    )
 
 
 def answer_ranks(question, hits) -> tuple[int, ...]:
@@ -637,6 +653,7 @@ def assessed_write(assessed: list[Assessed], path: Path) -> None:
                     "features": item.features,
                     "answer_ranks": list(item.answer_ranks),
                     "question_vector": list(item.question_vector),
+                    "passage_vectors": [list(vector) for vector in item.passage_vectors],
                 }
             )
             + "\n"
@@ -668,6 +685,7 @@ def assessed_read(path: Path) -> list[Assessed]:
                 judge_repository=None,
                 answer_ranks=tuple(row.get("answer_ranks", ())),
                 question_vector=tuple(row.get("question_vector", ())),
+                passage_vectors=tuple(tuple(vector) for vector in row.get("passage_vectors", ())),
             )
         )
     return items

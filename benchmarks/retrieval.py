@@ -205,8 +205,10 @@ class Answered:
     features: dict[str, float]
     sources_missing: bool
     citations: list[Location]
-    # The question's vector and its encoder (the prior over questions is fitted on them).
+    # The question's vector, its first result's passage vector and its encoder (the prior over
+    # questions is fitted on them).
     question_vector: tuple[float, ...] = field(default=(), repr=False)
+    passage_vector: tuple[float, ...] = field(default=(), repr=False)
     encoder: str = ""
 
 
@@ -243,7 +245,7 @@ def questions_ask(
 ) -> Run:
     """Every question (of `folds`) through the service: search legs, fused ranking, /ask."""
     from groundtruth.models import Chunk
-    from groundtruth.search.abstention import evidence_features
+    from groundtruth.search.abstention import evidence_features, first_passage_vector
     from groundtruth.search.ask import question_answer
     from groundtruth.search.fusion import dense_ranking
     from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
@@ -291,6 +293,7 @@ def questions_ask(
                     sources_missing=answer.sources_missing,
                     citations=citations,
                     question_vector=tuple(outcome.embedding.vector) if outcome.embedding else (),
+                    passage_vector=first_passage_vector(outcome),
                     encoder=outcome.embedding.model_name if outcome.embedding else "",
                 )
             )
@@ -384,6 +387,7 @@ def abstention_samples(run: Run, folds: set[str]) -> list:
             features=answer.features,
             answerable=answer.question.answerable,
             question_vector=answer.question_vector,
+            passage_vector=answer.passage_vector,
             group=answer.question.fold,
         )
         for answer in answers
@@ -589,7 +593,11 @@ def fit_rates_print(evaluation: EvaluationSet, run: Run, model, threshold: float
         prior = model.question_prior
         features = {
             **answer.features,
-            PRIOR_FEATURE: prior.probability(answer.question_vector, encoder=answer.encoder) if prior else 1.0,
+            PRIOR_FEATURE: (
+                prior.probability(answer.question_vector, encoder=answer.encoder, passage=answer.passage_vector)
+                if prior
+                else 1.0
+            ),
         }
         return model.probability(features) < threshold
 

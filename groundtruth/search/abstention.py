@@ -34,8 +34,9 @@ questions the documentation cannot answer) over evidence features, each in [0, 1
   something the documentation lacks usually names it; a user rewording a question keeps the
   names and changes the other words. Without names both are 1.
 - question_prior: the model's prior over questions (abstention_model.QuestionPrior): how likely a
-  question written like this one is answerable, from its vector alone; 1 without a prior or for
-  a vector it cannot read (then the fit's model without the prior decides: AbstentionFit.for_question).
+  question like this one, with a first passage like this one, is answerable, from the question's
+  vector and its product with the first result's passage vector alone; 1 without a prior or for a
+  vector it cannot read (then the fit's model without the prior decides: AbstentionFit.for_question).
 
 IDF here is `LexicalQuery.capped_idf`: a word no chunk has counts as much as a word one chunk has.
 """
@@ -48,8 +49,14 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from groundtruth.ingest.index_text import repository_label
-from groundtruth.models import CorpusStatistic, Repository
-from groundtruth.search.abstention_model import FEATURES, PRIOR_FEATURE, AbstentionModel, QuestionPrior
+from groundtruth.models import Chunk, CorpusStatistic, Repository
+from groundtruth.search.abstention_model import (
+    FEATURES,
+    PASSAGE_INPUT,
+    PRIOR_FEATURE,
+    AbstentionModel,
+    QuestionPrior,
+)
 from groundtruth.search.everyday_words import (
     missing_weight,
     pieces_per_lexeme,
@@ -274,10 +281,25 @@ def evidence_features(
     }
     embedding = outcome.embedding
     features[PRIOR_FEATURE] = (
-        prior.probability(embedding.vector, encoder=embedding.model_name) if prior and embedding else 1.0
+        prior.probability(
+            embedding.vector,
+            encoder=embedding.model_name,
+            passage=first_passage_vector(outcome) if PASSAGE_INPUT in prior.inputs else (),
+        )
+        if prior and embedding
+        else 1.0
     )
     assert set(features) == set(FEATURES)
     return features, named
+
+
+def first_passage_vector(outcome: SearchOutcome) -> tuple[float, ...]:
+    """The passage vector of the first result (what the prior over questions reads beside the
+    question); empty when nothing was found or the passage has no vector."""
+    if not outcome.hits:
+        return ()
+    vector = Chunk.objects.filter(pk=outcome.hits[0].chunk.pk).values_list("embedding", flat=True).first()
+    return tuple(float(value) for value in vector) if vector is not None else ()
 
 
 def abstention_assess(

@@ -12,8 +12,9 @@ of the answerable questions is declared unanswerable (wrongly saying "sources mi
 question the docs answer costs the user the answer; the other error costs a wrong citation).
 
 The prior over questions (`abstention_model.QuestionPrior`, the `question_prior` feature) is an
-L2-regularised logistic model of the same labels over the questions' vectors, without the bound
-(a dimension of the embedding has no direction of its own). The sources-missing model must weigh
+L2-regularised logistic model of the same labels over the questions' vectors and their products
+with their first passages' vectors (`abstention_model.prior_inputs`), without the bound (a
+dimension of the embedding has no direction of its own). The sources-missing model must weigh
 it as it behaves on questions it was not fitted on, so each sample's prior comes from a prior
 fitted without the sample's repository (`group`); the prior that ships is then fitted on every
 sample (`sources_missing_fit`).
@@ -27,12 +28,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from groundtruth.search.abstention_model import PRIOR_FEATURE, AbstentionModel, QuestionPrior, WithoutPrior
+from groundtruth.search.abstention_model import (
+    PRIOR_FEATURE,
+    PRIOR_INPUTS,
+    AbstentionModel,
+    QuestionPrior,
+    WithoutPrior,
+    prior_inputs,
+)
 
 DEFAULT_REGULARISATION = 0.3  # the inverse strength of the L2 penalty: smaller is stronger
-# The prior's inverse L2 strength on the standardised vector: separation barely moves between 1e-4
-# and 1e-2 (benchmarks/question_prior.py prints them side by side).
-PRIOR_REGULARISATION = 3e-4
+# The prior's inverse L2 strength on the standardised inputs: its separation moves < 0.02 between
+# 3e-4 and 1e-2 (benchmarks/question_prior.py prints them side by side; 1e-3 is the middle).
+PRIOR_REGULARISATION = 1e-3
 # Below this standard deviation a dimension of the question vectors counts as constant: a few of
 # MiniLM's are, up to float noise, which standardised would become features.
 PRIOR_CONSTANT_SCALE = 1e-4
@@ -58,25 +66,31 @@ DEFAULT_FEATURES = (
 class LabelledEvidence:
     features: dict[str, float]
     answerable: bool
-    # For the prior over questions: the question's vector, and the repository it is about (the
-    # prior of a sample is fitted without its group's samples).
+    # For the prior over questions: the question's vector, its first result's passage vector (empty:
+    # nothing found), and the repository it is about (the prior of a sample is fitted without its
+    # group's samples).
     question_vector: tuple[float, ...] = field(default=(), repr=False)
+    passage_vector: tuple[float, ...] = field(default=(), repr=False)
     group: str = ""
 
 
 def question_prior_fit(
-    samples: Sequence[LabelledEvidence], *, encoder: str, regularisation: float = PRIOR_REGULARISATION
+    samples: Sequence[LabelledEvidence],
+    *,
+    encoder: str,
+    regularisation: float = PRIOR_REGULARISATION,
+    inputs: Sequence[str] = PRIOR_INPUTS,
 ) -> QuestionPrior:
     """The prior over questions fitted on `samples`' vectors (both kinds must be present), each
     kind of question weighing half of the loss."""
     intercept, weights = balanced_logistic_fit(
-        [sample.question_vector for sample in samples],
+        [prior_inputs(sample.question_vector, sample.passage_vector, inputs=inputs) for sample in samples],
         [sample.answerable for sample in samples],
         regularisation=regularisation,
         non_negative=False,
         constant_scale=PRIOR_CONSTANT_SCALE,
     )
-    return QuestionPrior(encoder=encoder, intercept=intercept, weights=tuple(weights))
+    return QuestionPrior(encoder=encoder, intercept=intercept, weights=tuple(weights), inputs=tuple(inputs))
 
 
 def question_prior_out_of_fold(
@@ -97,7 +111,9 @@ def question_prior_out_of_fold(
             sample,
             features={
                 **sample.features,
-                PRIOR_FEATURE: priors[sample.group].probability(sample.question_vector, encoder=encoder),
+                PRIOR_FEATURE: priors[sample.group].probability(
+                    sample.question_vector, encoder=encoder, passage=sample.passage_vector
+                ),
             },
         )
         for sample in samples

@@ -9,8 +9,9 @@ and threshold are data, recorded with their fit in groundtruth/search/fitted/abs
 weighs 0.
 
 One feature belongs to the model rather than to the evidence: `question_prior`, the probability
-that a question written like this one is answerable, read from the question's own vector alone by
-a logistic model fitted on other repositories' labelled questions (`QuestionPrior`; docs/
+that a question like this one, with a best passage like this one, is answerable, read from two
+vectors alone (the question's, and its product with the first result's passage vector) by a
+logistic model fitted on other repositories' labelled questions (`QuestionPrior`; docs/
 ground-truth.md, /ask and its refusals). It reads only vectors of the encoder it was fitted on;
 for any other question (another embedding model, EMBEDDING_BACKEND=none) /ask decides with the model
 fitted beside it without the prior (`fitted_parameters.AbstentionFit.without_prior`).
@@ -48,24 +49,56 @@ FEATURES = (
 PRIOR_FEATURE = "question_prior"
 
 
+# What a prior's weights read, in this order, each a vector of the encoder's dimension: the
+# question's unit vector, and its elementwise product with the first result's unit passage vector
+# (how the passage meets the question dimension by dimension; zeros when nothing was found).
+QUESTION_INPUT = "question"
+PASSAGE_INPUT = "question_times_first_passage"
+PRIOR_INPUTS = (QUESTION_INPUT, PASSAGE_INPUT)
+
+
+def prior_inputs(question: Sequence[float], passage: Sequence[float], *, inputs: Sequence[str]) -> list[float]:
+    """The values a prior reading `inputs` weighs, for these question and first-passage vectors."""
+    unit_question = _unit(question)
+    unit_passage = _unit(passage) if len(passage) == len(question) else [0.0] * len(question)
+    values: list[float] = []
+    for name in inputs:
+        if name == QUESTION_INPUT:
+            values.extend(unit_question)
+        elif name == PASSAGE_INPUT:
+            values.extend(left * right for left, right in zip(unit_question, unit_passage, strict=True))
+        else:
+            raise ValueError(f"unknown prior input {name!r}; known: {', '.join(PRIOR_INPUTS)}")
+    return values
+
+
+def _unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(value * value for value in vector))
+    return [value / norm for value in vector] if norm else [0.0] * len(vector)
+
+
 @dataclass(frozen=True)
 class QuestionPrior:
-    """P(answerable) from the question's vector alone: 1 / (1 + exp(-(intercept + weights . vector))),
-    for vectors of `encoder` (the embedding model's name); 1 for any other."""
+    """P(answerable) from the question's vector and its first passage's: 1 / (1 + exp(-(intercept +
+    weights . prior_inputs(...)))), for vectors of `encoder` (the embedding model's name); 1 for
+    any other."""
 
     encoder: str
     intercept: float
     weights: tuple[float, ...]
+    inputs: tuple[str, ...] = PRIOR_INPUTS
 
     def reads(self, vector: Sequence[float], *, encoder: str) -> bool:
         """Whether this is a vector of the encoder the prior was fitted on."""
-        return encoder == self.encoder and len(vector) == len(self.weights)
+        return encoder == self.encoder and len(vector) * len(self.inputs) == len(self.weights)
 
-    def probability(self, vector: Sequence[float], *, encoder: str) -> float:
-        """The prior's probability; 1 for a vector it does not `read`."""
+    def probability(self, vector: Sequence[float], *, encoder: str, passage: Sequence[float] = ()) -> float:
+        """The prior's probability for a question's `vector` whose first result has the passage
+        vector `passage` (empty: nothing found); 1 for a vector it does not `read`."""
         if not self.reads(vector, encoder=encoder):
             return 1.0
-        logit = self.intercept + sum(weight * value for weight, value in zip(self.weights, vector, strict=True))
+        values = prior_inputs(vector, passage, inputs=self.inputs)
+        logit = self.intercept + sum(weight * value for weight, value in zip(self.weights, values, strict=True))
         return _sigmoid(logit)
 
 

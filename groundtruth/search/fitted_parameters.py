@@ -7,9 +7,10 @@ write this format.
 
 - `abstention.json`: the sources-missing model of /ask (abstention_model.py) and its threshold.
   A model that weighs a prior over questions holds it (`question_prior`: the encoder, the
-  intercept and one weight per dimension of the encoder's vectors) and the model and threshold
-  fitted on the same questions without it (`without_prior`), which decides for a question whose
-  vector the prior cannot read (another embedding model).
+  `inputs` its weights read in order (abstention_model.PRIOR_INPUTS; a file without them reads the
+  question alone), the intercept and one weight per dimension of the encoder's vectors and input)
+  and the model and threshold fitted on the same questions without it (`without_prior`), which
+  decides for a question whose vector the prior cannot read (another embedding model).
 - `reranking.json`: the weights of the re-ranking's evidence (reranking.py).
 - `adapted/`: the same two, fitted on an adapted encoder's evidence (docs/ground-truth-adaptation.md),
   in use while an adapted encoder is active.
@@ -36,6 +37,8 @@ from django.conf import settings
 from groundtruth.search.abstention_fit import SourcesMissingFit
 from groundtruth.search.abstention_model import (
     PRIOR_FEATURE,
+    PRIOR_INPUTS,
+    QUESTION_INPUT,
     AbstentionModel,
     AbstentionModelInvalid,
     QuestionPrior,
@@ -109,6 +112,7 @@ def abstention_fit_document(
     if (prior := model.question_prior) is not None:
         document["question_prior"] = {
             "encoder": prior.encoder,
+            "inputs": list(prior.inputs),
             "intercept": float(f"{prior.intercept:.{PRIOR_DIGITS}g}"),
             "weights": [float(f"{weight:.{PRIOR_DIGITS}g}") for weight in prior.weights],
         }
@@ -168,9 +172,15 @@ def _finite(value: object) -> bool:
 
 
 def _question_prior(path: Path, value: object) -> QuestionPrior:
+    # A prior written before it read first passages has no `inputs`: it reads the question alone.
+    inputs = value.get("inputs", [QUESTION_INPUT]) if isinstance(value, dict) else None
     if (
         not isinstance(value, dict)
-        or set(value) != {"encoder", "intercept", "weights"}
+        or set(value) - {"inputs"} != {"encoder", "intercept", "weights"}
+        or not isinstance(inputs, list)
+        or not inputs
+        or len(set(map(str, inputs))) != len(inputs)
+        or not set(map(str, inputs)) <= set(PRIOR_INPUTS)
         or not isinstance(value["encoder"], str)
         or not value["encoder"].strip()
         or not _finite(value["intercept"])
@@ -179,13 +189,15 @@ def _question_prior(path: Path, value: object) -> QuestionPrior:
         or not all(_finite(weight) for weight in value["weights"])
     ):
         raise FitInvalid(
-            f"{path}: `question_prior` must hold the `encoder` it reads (a name), its `intercept` and its "
-            "`weights` (a list of finite numbers, one per dimension of the encoder's vectors)"
+            f"{path}: `question_prior` must hold the `encoder` it reads (a name), the `inputs` its weights read "
+            f"(distinct, of {', '.join(PRIOR_INPUTS)}; absent: {QUESTION_INPUT}), its `intercept` and its "
+            "`weights` (a list of finite numbers, one per dimension of the encoder's vectors and input)"
         )
     return QuestionPrior(
         encoder=value["encoder"],
         intercept=float(value["intercept"]),
         weights=tuple(float(weight) for weight in value["weights"]),
+        inputs=tuple(inputs),
     )
 
 

@@ -20,6 +20,7 @@ from groundtruth.search import lexical_index
 from groundtruth.search.abstention import (
     abstention_assess,
     evidence_features,
+    first_passage_vector,
     question_names,
     repositories_named,
     spelled_words,
@@ -42,6 +43,7 @@ from groundtruth.search.abstention_model import (
     QuestionPrior,
     WithoutPrior,
     abstention_model_parse,
+    prior_inputs,
 )
 from groundtruth.search.everyday_words import (
     EVERYDAY_SHARE_FULL,
@@ -191,13 +193,31 @@ def test_fitting_needs_both_kinds_of_question():
 
 # --- the prior over questions: what the question's own vector says ---------------------------------
 def test_the_prior_reads_only_vectors_of_its_own_encoder():
-    prior = QuestionPrior(encoder="mini", intercept=-1.0, weights=(2.0, -1.0))
+    prior = QuestionPrior(encoder="mini", intercept=-1.0, weights=(2.0, -1.0), inputs=("question",))
 
+    # It reads unit vectors: (0.5, 1) as (0.447, 0.894), (2, 0) as (1, 0).
     assert rounded(prior.probability([0.5, 1.0], encoder="mini")) == sigmoid(-1.0)
-    assert rounded(prior.probability([2.0, 0.0], encoder="mini")) == sigmoid(3.0)
+    assert rounded(prior.probability([2.0, 0.0], encoder="mini")) == sigmoid(1.0)
     # Another encoder's vectors (or another length) are not what it learnt: it never refuses them.
     assert prior.probability([0.5, 1.0], encoder="adapted") == 1.0
     assert prior.probability([0.5, 1.0, 0.0], encoder="mini") == 1.0
+
+
+def test_the_prior_reads_the_question_and_its_product_with_the_first_passage():
+    # Weights on (question, question x first passage): only how the passage meets the question counts.
+    prior = QuestionPrior(encoder="mini", intercept=-1.0, weights=(0.0, 0.0, 4.0, -2.0))
+
+    assert prior.inputs == ("question", "question_times_first_passage")
+    assert prior_inputs([3.0, 4.0], [0.0, 2.0], inputs=prior.inputs) == [0.6, 0.8, 0.0, 0.8]
+    assert rounded(prior.probability([3.0, 4.0], encoder="mini", passage=[1.0, 0.0])) == sigmoid(-1.0 + 4.0 * 0.6)
+    assert rounded(prior.probability([3.0, 4.0], encoder="mini", passage=[0.0, 2.0])) == sigmoid(-1.0 - 2.0 * 0.8)
+    # Nothing found (or a passage vector of another length): the product reads as zeros.
+    assert rounded(prior.probability([3.0, 4.0], encoder="mini")) == sigmoid(-1.0)
+    assert rounded(prior.probability([3.0, 4.0], encoder="mini", passage=[1.0, 0.0, 0.0])) == sigmoid(-1.0)
+    # Four weights read two-dimensional vectors only.
+    assert prior.probability([3.0, 4.0, 0.0, 0.0], encoder="mini", passage=[1.0, 0.0, 0.0, 0.0]) == 1.0
+    with pytest.raises(ValueError, match="unknown prior input 'title'"):
+        prior_inputs([1.0], [1.0], inputs=("title",))
 
 
 # Three repositories' questions: an answerable question points along the first dimension, except
@@ -221,20 +241,57 @@ def test_each_questions_prior_comes_from_the_other_repositories_questions():
     scored = question_prior_out_of_fold(PRIOR_SAMPLES, encoder="mini", regularisation=10.0)
 
     assert [round(sample.features["question_prior"], 4) for sample in scored] == [
-        0.8905,
-        0.4619,
-        0.817,
-        0.6562,
-        0.205,
-        0.4187,
-        0.0398,
-        0.9699,
+        0.8543,
+        0.5208,
+        0.7557,
+        0.6844,
+        0.233,
+        0.4308,
+        0.0451,
+        0.9787,
     ]
     # `odd`'s own labels never reach its priors: fitted on the others, they come out wrong way round.
     assert scored[6].features["question_prior"] < 0.5 < scored[7].features["question_prior"]
     without_odd = question_prior_fit(PRIOR_SAMPLES[:6], encoder="mini", regularisation=10.0)
     assert scored[6].features["question_prior"] == without_odd.probability((-0.8, 0.1), encoder="mini")
     assert [sample.features["peak"] for sample in scored] == [sample.features["peak"] for sample in PRIOR_SAMPLES]
+
+
+def test_a_prior_learns_from_how_the_first_passage_meets_the_question():
+    # Every question points the same way; an answerable one's first passage points along it, an
+    # unanswerable one's across it (partly, in `gamma`). Only the product can tell them apart.
+    samples = [
+        LabelledEvidence(
+            features={}, answerable=answerable, question_vector=(1.0, 0.0), passage_vector=passage, group=group
+        )
+        for group, passage, answerable in [
+            ("alpha", (1.0, 0.0), True),
+            ("alpha", (0.0, 1.0), False),
+            ("beta", (0.9, 0.1), True),
+            ("beta", (0.1, 0.9), False),
+            ("gamma", (1.0, 0.2), True),
+            ("gamma", (0.3, 0.95), False),
+        ]
+    ]
+
+    scored = question_prior_out_of_fold(samples, encoder="mini", regularisation=10.0)
+
+    assert [round(sample.features["question_prior"], 4) for sample in scored] == [
+        0.9331,
+        0.0162,
+        0.922,
+        0.0458,
+        0.9263,
+        0.217,
+    ]
+    assert all(
+        answerable.features["question_prior"] > 0.5 > unanswerable.features["question_prior"]
+        for answerable, unanswerable in zip(scored[::2], scored[1::2], strict=True)
+    )
+    prior = question_prior_fit(samples, encoder="mini", regularisation=10.0)
+    # The question's own dimensions, and the product's second, never vary here: they get no weight.
+    assert prior.inputs == ("question", "question_times_first_passage")
+    assert [round(weight, 4) for weight in prior.weights] == [0.0, 0.0, 6.9157, 0.0]
 
 
 def test_the_prior_needs_vectors_from_two_repositories_or_more():
@@ -254,8 +311,8 @@ def test_the_model_weighs_the_prior_out_of_fold_and_ships_the_prior_fitted_on_ev
 
     assert fitted.model.question_prior == question_prior_fit(PRIOR_SAMPLES, encoder="mini", regularisation=10.0)
     assert list(fitted.model.weights) == ["peak", "question_prior"]
-    assert [round(fitted.model.weights[name], 3) for name in ("peak", "question_prior")] == [12.573, 1.24]
-    assert fitted.threshold == 0.915
+    assert [round(fitted.model.weights[name], 3) for name in ("peak", "question_prior")] == [12.541, 1.871]
+    assert fitted.threshold == 0.916
     assert fitted.samples == question_prior_out_of_fold(PRIOR_SAMPLES, encoder="mini", regularisation=10.0)
     assert fitted.threshold == abstention_threshold_choose(fitted.model, fitted.samples, answerable_missing=0.25)
     assert abstention_rates(fitted.model, fitted.threshold, fitted.samples) == AbstentionRates(
@@ -479,12 +536,22 @@ def test_the_question_prior_reads_the_questions_vector_with_the_models_prior(ind
     question = "How do I bake sourdough bread at home?"
     outcome = chunk_search(query=question, repositories=indexed, limit=5)
     vector, encoder = outcome.embedding.vector, outcome.embedding.model_name
-    leaning = QuestionPrior(encoder=encoder, intercept=0.0, weights=(3.0, *[0.0] * (len(vector) - 1)))
+    passage = Chunk.objects.get(pk=outcome.hits[0].chunk.pk).embedding
+    # One weight on the question's first dimension, one on the product's first dimension.
+    leaning = QuestionPrior(encoder=encoder, intercept=0.0, weights=(3.0, *[0.0] * (len(vector) - 1)) * 2)
 
     features, _ = evidence_features(outcome, question=question, prior=leaning)
 
-    assert (encoder, len(vector)) == ("all-MiniLM-L6-v2", 384)
-    assert rounded(features["question_prior"]) == sigmoid(3.0 * vector[0])
+    assert (encoder, len(vector), len(passage)) == ("all-MiniLM-L6-v2", 384, 384)
+    # Both read as unit vectors (pgvector keeps single precision: the passage's norm is 1 only to ~1e-7).
+    question_first = vector[0] / math.sqrt(sum(value * value for value in vector))
+    passage_first = float(passage[0]) / math.sqrt(sum(float(value) ** 2 for value in passage))
+    assert rounded(features["question_prior"]) == sigmoid(3.0 * question_first + 3.0 * question_first * passage_first)
+    assert first_passage_vector(outcome) == tuple(float(value) for value in passage)
+    question_alone = replace(leaning, weights=leaning.weights[: len(vector)], inputs=("question",))
+    assert rounded(evidence_features(outcome, question=question, prior=question_alone)[0]["question_prior"]) == (
+        sigmoid(3.0 * question_first)
+    )
     assert evidence_features(outcome, question=question)[0]["question_prior"] == 1.0
     other = replace(leaning, encoder="adapted")
     assert evidence_features(outcome, question=question, prior=other)[0]["question_prior"] == 1.0
@@ -495,7 +562,9 @@ def test_the_decision_weighs_the_prior_of_the_configured_model(indexed, settings
     question = "Which ca_bundle adds an internal certificate authority?"
     outcome = chunk_search(query=question, repositories=indexed, limit=5)
     prior = QuestionPrior(
-        encoder=outcome.embedding.model_name, intercept=prior_intercept, weights=(0.0,) * len(outcome.embedding.vector)
+        encoder=outcome.embedding.model_name,
+        intercept=prior_intercept,
+        weights=(0.0,) * 2 * len(outcome.embedding.vector),
     )
     model = replace(abstention_model_parse({"intercept": -1, "question_prior": 4}), question_prior=prior)
     without = WithoutPrior(model=abstention_model_parse({"intercept": 3}), threshold=0.9)
@@ -511,7 +580,7 @@ def test_the_decision_weighs_the_prior_of_the_configured_model(indexed, settings
 def test_a_question_the_prior_cannot_read_is_decided_by_the_model_fitted_without_it(indexed, settings, tmp_path):
     question = "Which ca_bundle adds an internal certificate authority?"
     outcome = chunk_search(query=question, repositories=indexed, limit=5)
-    prior = QuestionPrior(encoder="another-encoder", intercept=10.0, weights=(0.0,) * len(outcome.embedding.vector))
+    prior = QuestionPrior(encoder="another-encoder", intercept=10.0, weights=(0.0,) * 2 * len(outcome.embedding.vector))
     model = replace(abstention_model_parse({"intercept": -1, "question_prior": 4}), question_prior=prior)
     without = WithoutPrior(model=abstention_model_parse({"intercept": 3}), threshold=0.99)
     abstention_fit_use(settings, tmp_path, model=model, threshold=0.5, without_prior=without)
@@ -562,7 +631,7 @@ def test_abstention_fit_writes_the_fit_file_it_prints_with_its_provenance(indexe
     assert fit.model.question_prior is not None
     assert (fit.model.question_prior.encoder, len(fit.model.question_prior.weights)) == (
         "all-MiniLM-L6-v2",
-        384,
+        2 * 384,
     )
     assert fit.without_prior is not None
     assert set(fit.without_prior.model.weights) <= {"known", "coverage"}

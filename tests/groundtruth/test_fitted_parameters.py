@@ -104,6 +104,7 @@ def test_a_fit_with_a_prior_over_questions_keeps_its_weights_on_one_line_and_rea
     assert '\n    "weights": [0.5, -2.0, 3.25e-07]\n' in path.read_text()
     assert json.loads(path.read_text())["question_prior"] == {
         "encoder": "all-MiniLM-L6-v2",
+        "inputs": ["question", "question_times_first_passage"],
         "intercept": -0.123457,
         "weights": [0.5, -2.0, 3.25e-07],
     }
@@ -118,6 +119,16 @@ def test_a_fit_with_a_prior_over_questions_keeps_its_weights_on_one_line_and_rea
         "weights": {"known": 5.0},
         "threshold": 0.25,
     }
+
+
+def test_a_prior_written_without_its_inputs_reads_the_question_alone(tmp_path):
+    # Fit files written before the prior read first passages have no `inputs`.
+    path = tmp_path / "abstention.json"
+    path.write_text(json.dumps(WITH_PRIOR))
+
+    assert abstention_fit_read(path).model.question_prior == QuestionPrior(
+        encoder="m", intercept=0.0, weights=(1.0, 2.0), inputs=("question",)
+    )
 
 
 def test_the_setting_points_at_another_fit(settings, tmp_path):
@@ -169,7 +180,23 @@ WITH_PRIOR = {
         ),
         (
             {**WITH_PRIOR, "question_prior": {"encoder": "m", "intercept": 0, "weights": [1, None]}},
-            "`question_prior` must hold the `encoder` it reads (a name), its `intercept` and its `weights`",
+            "`question_prior` must hold the `encoder` it reads (a name), the `inputs` its weights read (distinct, "
+            "of question, question_times_first_passage; absent: question), its `intercept` and its `weights`",
+        ),
+        (
+            {**WITH_PRIOR, "question_prior": {"encoder": "m", "inputs": ["title"], "intercept": 0, "weights": [1]}},
+            "`question_prior` must hold the `encoder` it reads (a name), the `inputs` its weights read (distinct",
+        ),
+        (
+            {
+                **WITH_PRIOR,
+                "question_prior": {"encoder": "m", "inputs": ["question", "question"], "intercept": 0, "weights": [1]},
+            },
+            "`question_prior` must hold the `encoder` it reads (a name), the `inputs` its weights read (distinct",
+        ),
+        (
+            {**WITH_PRIOR, "question_prior": {"encoder": "m", "inputs": [], "intercept": 0, "weights": [1]}},
+            "`question_prior` must hold the `encoder` it reads (a name), the `inputs` its weights read (distinct",
         ),
         (
             {**WITH_PRIOR, "question_prior": {"encoder": "", "intercept": 0, "weights": [1]}},

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from groundtruth.search.abstention import evidence_features
+from groundtruth.search.abstention import evidence_features, first_passage_vector
 from groundtruth.search.abstention_fit import (
     DEFAULT_FEATURES,
     DEFAULT_REGULARISATION,
@@ -108,6 +108,7 @@ class Command(BaseCommand):
                     features=evidence,
                     answerable=entry["answerable"],
                     question_vector=tuple(outcome.embedding.vector) if outcome.embedding else (),
+                    passage_vector=first_passage_vector(outcome),
                     group=entry.get("repository", "") if with_prior else "",
                 )
             )
