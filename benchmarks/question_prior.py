@@ -2,9 +2,12 @@
 questions' own vectors (issue 23, item 3; measured by `retrieval.py --refusal-evidence`).
 
 Every feature of the sources-missing model reads the question against the documentation. This
-reads the question alone: an L2-regularised logistic model over the question's MiniLM vector
-(the one /ask already computes), fitted on other repositories' labelled questions, gives
-`question_prior`, the probability that a question like this one is answerable. It is the
+reads two vectors only: an L2-regularised logistic model over the question's MiniLM vector (the
+one /ask already computes) and its product dimension by dimension with the first result's passage
+vector (`abstention_model.prior_inputs`; a features file written before 2026-11-28 has no
+passage vectors, and the product then reads as zeros), fitted on other repositories' labelled
+questions, gives `question_prior`, the probability that a question like this one, with a first
+passage like this one, is answerable. Its question half is the
 "hypothesis-only" model of the natural-language-inference literature: what the way a question is
 asked says before any passage is read (questions about another product, an installation
 platform, a protocol, a password in front of a server are asked more often than documentation
