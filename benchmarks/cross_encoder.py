@@ -328,7 +328,7 @@ def collect(args: argparse.Namespace) -> None:
 
     evaluation = eval_dev_load(args.eval_set)
     if args.written:
-        evaluation = written_load(evaluation, second_batch=args.written_second_batch)
+        evaluation = written_load(evaluation, batches=1 + args.written_second_batch)
     repositories = search_scope_resolve(names=None)
     names = {repository.pk: repository.name for repository in repositories}
     items = []

@@ -121,30 +121,31 @@ def eval_dev_load(directory: Path, *, only: set[str] | None = None) -> Evaluatio
 
 WRITTEN_QUESTIONS = ROOT / "benchmarks" / "written_questions"
 WRITTEN_COLLECTION = "written"
-# The second batch (`written_questions/second-batch`) is a collection of its own, so that every
-# report prints it apart: no fit that ships had seen it when it was written.
-WRITTEN_SECOND_COLLECTION = "written-2"
+# Each later batch is a collection of its own, so that every report prints it apart: no fit that
+# ships had seen it when it was written. In the order they were written: (folder, collection).
+WRITTEN_BATCHES = (
+    (".", WRITTEN_COLLECTION),
+    ("second-batch", "written-2"),
+    ("third-batch", "written-3"),
+)
 
 
 def is_written(collection: str) -> bool:
-    """Whether a question of `collection` was written to fit on (either batch), rather than one
-    of the set's own."""
-    return collection in (WRITTEN_COLLECTION, WRITTEN_SECOND_COLLECTION)
+    """Whether a question of `collection` was written to fit on (any batch), rather than one of
+    the set's own."""
+    return collection in {name for _, name in WRITTEN_BATCHES}
 
 
-def written_load(
-    evaluation: EvaluationSet, directory: Path = WRITTEN_QUESTIONS, *, second_batch: bool = False
-) -> EvaluationSet:
+def written_load(evaluation: EvaluationSet, directory: Path = WRITTEN_QUESTIONS, *, batches: int = 1) -> EvaluationSet:
     """`evaluation` with the questions written to fit on (`benchmarks/written_questions`, see its
-    README) about the repositories it holds, each held out with its repository: the first batch,
-    the one the shipped fits were fitted on, and with `second_batch` the second as well."""
+    README) about the repositories it holds, each held out with its repository: the first `batches`
+    batches of WRITTEN_BATCHES."""
     names = {repository.name for repository in evaluation.repositories}
-    batches = [(directory, WRITTEN_COLLECTION)]
-    if second_batch:
-        batches.append((directory / "second-batch", WRITTEN_SECOND_COLLECTION))
+    if not 1 <= batches <= len(WRITTEN_BATCHES):
+        raise ValueError(f"there are {len(WRITTEN_BATCHES)} batches of written questions, not {batches}")
     questions = []
-    for folder, collection in batches:
-        for path in sorted(folder.glob("*.jsonl")):
+    for folder, collection in WRITTEN_BATCHES[:batches]:
+        for path in sorted((directory / folder).glob("*.jsonl")):
             for line in path.read_text().splitlines():
                 if not line.strip():
                     continue

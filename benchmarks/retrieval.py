@@ -57,7 +57,8 @@ repositories' questions of both collections (the re-ranking fit too with `--writ
 and both collections' figures are printed apart. `--written-second-batch` adds the second batch
 (648 more, `written_questions/second-batch`, written after the shipped fits) as a third
 collection: it joins the fits of the rotation like the first, and its in-sample figures are the
-shipped fits' on questions they never saw.
+shipped fits' on questions they never saw. `--written-third-batch` adds the third batch (648 more,
+`written_questions/third-batch`, more of them unanswerable) the same way.
 
 The project's own corpus (benchmarks/corpus/ferrite with benchmarks/questions.yml: reference
 documentation of a webhook service, written for the benchmarks) is indexed beside the set as one
@@ -878,6 +879,11 @@ def main() -> None:
         " its own",
     )
     parser.add_argument(
+        "--written-third-batch",
+        action="store_true",
+        help="with --written-second-batch: the third batch too (benchmarks/written_questions/third-batch)",
+    )
+    parser.add_argument(
         "--written-reranking",
         action="store_true",
         help="with --written: the written questions join the re-ranking fits too (measured: docs/benchmarks.md)",
@@ -929,6 +935,8 @@ def main() -> None:
         parser.error("--written-reranking needs --written")
     if args.written_second_batch and not args.written:
         parser.error("--written-second-batch needs --written")
+    if args.written_third_batch and not args.written_second_batch:
+        parser.error("--written-third-batch needs --written-second-batch")
     # The registry lists the corpus repositories by their path, which must be absolute.
     args.workdir = args.workdir.resolve()
 
@@ -944,7 +952,7 @@ def main() -> None:
         evaluation = eval_dev_load(args.eval_set, only=only)
         database, workdir = args.database, args.workdir / args.eval_set.name
         if args.written:
-            evaluation = written_load(evaluation, second_batch=args.written_second_batch)
+            evaluation = written_load(evaluation, batches=1 + args.written_second_batch + args.written_third_batch)
         if not args.no_ferrite:
             evaluation = evaluation.merge(ferrite)
             database, workdir = f"{database}_with_ferrite", args.workdir / f"{args.eval_set.name}-with-ferrite"
