@@ -13,7 +13,7 @@ and as refusal evidence on the development set. An experiment: nothing of it is 
     #    their section's own title in the trail, as the index embeds them)
     .venv/bin/python benchmarks/cross_encoder.py collect --out var/cross/questions.pkl
     #    (--written: the written questions too, benchmarks/written_questions, and with
-    #    --written-second-batch its second batch; the report then
+    #    --written-second-batch its second batch, with --written-third-batch the third; the report then
     #    prints their groups apart)
     # 3. the cross-encoder's scores of those passages and of each repository's held-out mined pairs
     .venv/bin/python benchmarks/cross_encoder.py score --model var/cross/model \\
@@ -25,7 +25,8 @@ and as refusal evidence on the development set. An experiment: nothing of it is 
     nice -n 5 .venv/bin/python benchmarks/cross_encoder.py label-fit --model var/cross/model \\
         --questions var/cross/questions.pkl --out var/cross/label-scores.pkl
     #    (with --written questions: --epochs 1, and --train-collections eval-dev for the same
-    #    procedure fine-tuned on the development set's questions alone)
+    #    procedure fine-tuned on the development set's questions alone; --fold-groups 4 holds out
+    #    three repositories at a time: 4 fine-tunes in place of 12)
 
 The fit: each record's query (the heading path, or a question made of the title by a template,
 drawn per record, seeded) against its own passage (positive), its 3 mined hard negatives (the
@@ -328,7 +329,7 @@ def collect(args: argparse.Namespace) -> None:
 
     evaluation = eval_dev_load(args.eval_set)
     if args.written:
-        evaluation = written_load(evaluation, batches=1 + args.written_second_batch)
+        evaluation = written_load(evaluation, batches=1 + args.written_second_batch + args.written_third_batch)
     repositories = search_scope_resolve(names=None)
     names = {repository.pk: repository.name for repository in repositories}
     items = []
@@ -404,7 +405,8 @@ def label_fit(args: argparse.Namespace) -> None:
     eleven's paraphrased questions (an answerable question against the passage of its first 8
     that holds the answer, 1, and against the first `--negatives` that do not, 0; an unanswerable
     question against its first `--negatives`, 0), then scoring the left-out repository's
-    questions. Writes scores in `score`'s form (without the corpus's mined pairs).
+    questions. Writes scores in `score`'s form (without the corpus's mined pairs). With
+    `--fold-groups N` the repositories are dealt, in name order, into N groups held out whole.
 
     `--train-collections eval-dev` fine-tunes on the development set's questions alone (the
     left-out repository's written questions are scored all the same): the same procedure with
@@ -413,16 +415,22 @@ def label_fit(args: argparse.Namespace) -> None:
     import torch
 
     items = pickle.loads(args.questions.read_bytes())
-    folds = sorted({item["fold"] for item in items})
+    repositories = sorted({item["fold"] for item in items})
+    # One repository held out at a time, or (--fold-groups N) the repositories dealt into N groups,
+    # each held out whole: N fine-tunes in place of one per repository.
+    groups = args.fold_groups or len(repositories)
+    group_of = {name: index % groups for index, name in enumerate(repositories)}
+    for item in items:
+        item["fold_group"] = group_of[item["fold"]]
     questions: dict[str, list[float]] = {}
     started = time.monotonic()
-    for fold in folds:
+    for fold in range(groups):
         random.seed(args.seed)
         torch.manual_seed(args.seed)
         scorer = PairScorer(str(args.model), max_length=args.max_length)
         rows: list[tuple[str, str, float]] = []
         for item in items:
-            if item["fold"] == fold or not item["passages"]:
+            if item["fold_group"] == fold or not item["passages"]:
                 continue
             if args.train_collections and item.get("collection", "eval-dev") not in args.train_collections:
                 continue
@@ -456,11 +464,13 @@ def label_fit(args: argparse.Namespace) -> None:
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
-        held_out = [item for item in items if item["fold"] == fold]
+        held_out = [item for item in items if item["fold_group"] == fold]
         for item in held_out:
             questions[item["id"]] = scorer.scores(item["text"], item["passages"]) if item["passages"] else []
+        held_out_names = ", ".join(name for name in repositories if group_of[name] == fold)
         print(
-            f"{fold}: fine-tuned on {len(rows)} rows ({positives:.0f} answers), {len(held_out)} questions scored;"
+            f"{held_out_names}: fine-tuned on {len(rows)} rows ({positives:.0f} answers),"
+            f" {len(held_out)} questions scored;"
             f" {time.monotonic() - started:.0f} s, peak RSS {_peak_rss_mb():.0f} MB",
             flush=True,
         )
@@ -658,6 +668,11 @@ def main() -> None:
     collecting.add_argument(
         "--written-second-batch", action="store_true", help="with --written: its second batch too (second-batch/)"
     )
+    collecting.add_argument(
+        "--written-third-batch",
+        action="store_true",
+        help="with --written-second-batch: the third batch too (third-batch/)",
+    )
     scoring = commands.add_parser("score")
     scoring.add_argument("--model", type=Path, required=True)
     scoring.add_argument("--questions", type=Path, required=True)
@@ -675,6 +690,12 @@ def main() -> None:
     labelling.add_argument("--mini-batch-size", type=int, default=8)
     labelling.add_argument("--learning-rate", type=float, default=2e-5)
     labelling.add_argument("--max-length", type=int, default=160)
+    labelling.add_argument(
+        "--fold-groups",
+        type=int,
+        default=0,
+        help="hold out groups of repositories instead of one at a time: this many groups, dealt in name order",
+    )
     labelling.add_argument(
         "--train-collections", nargs="*", default=[], help="fine-tune on these collections' questions (default: all)"
     )
