@@ -328,6 +328,8 @@ def collect(args: argparse.Namespace) -> None:
     from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
 
     evaluation = eval_dev_load(args.eval_set)
+    if args.written_third_batch and not args.written_second_batch:
+        raise SystemExit("--written-third-batch needs --written-second-batch (the batches load in order)")
     if args.written:
         evaluation = written_load(evaluation, batches=1 + args.written_second_batch + args.written_third_batch)
     repositories = search_scope_resolve(names=None)
