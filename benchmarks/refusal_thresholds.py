@@ -1,0 +1,337 @@
+"""How the sources-missing threshold is chosen, and the cross-encoder beside today's evidence,
+left-one-repository-out from a features file (issue 23).
+
+    python benchmarks/retrieval.py --eval-set ../shared/eval-dev --no-ferrite --written \\
+        --written-second-batch --written-third-batch --refusal-evidence --assessed-out var/assessed.jsonl
+    python benchmarks/refusal_thresholds.py var/assessed.jsonl \\
+        [--cross-encoder var/cross/label-groups.pkl]   # from `cross_encoder.py label-fit`
+
+The service fits its sources-missing model (`abstention_fit.sources_missing_fit`: today's
+features and the prior over questions) and refuses below the threshold that refuses at most 5%
+of the answerable questions it was fitted on, of every collection. The development set's FAQ
+questions score higher than the written questions, which ask about every part of the
+documentation, so that threshold refuses far fewer than 5% of the FAQ questions and catches few
+of their unanswerable ones. This measures other ways to choose it, on the same models:
+
+- `every collection` (the service's): at most 5% of the training answerable questions refused;
+- `development set`: at most 5% of the training development set's answerable questions (its FAQ
+  style, which is also the independent set's);
+- `development set, each repository`: the same, and at most 0.10 of any one training
+  repository's;
+- `both styles alike`: the largest threshold at which the mean of the development set's and the
+  written questions' refused shares is at most 5%;
+- `answer found`: at most 5% of the training answerable questions whose answer the search ranked
+  within the first 3 (refusing a question whose answer was not found is no harm done);
+- `question stream`: no label of the measured repository, but the questions it is asked: each
+  repository's logits are moved by the median logit of the questions of the same collection asked
+  about it, for training and measured repositories alike, and the threshold is the development
+  set's rule on the moved logits. A service could learn that median from the questions it is
+  asked; a repository whose questions all score low (terse documentation) would refuse less.
+
+For each development-set repository the model is fitted on the other eleven's development-set
+questions and first two batches of written questions (the third batch is in no fit: it measures
+transfer) and measured on the repository left out: caught / refused per format and pooled, the
+worst repository's refused share and how many exceed 0.10, and each written batch. In-sample
+(fitted on every repository) beside it. With `--cross-encoder`, every rule also with the
+cross-encoder's probability of the first passage as a seventh feature (its scores come from the
+fine-tuned copy that did not see the question's repository).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pickle
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.evaluation_sets import WRITTEN_BATCHES, WRITTEN_QUESTIONS
+from groundtruth.search.abstention_fit import DEFAULT_FEATURES, LabelledEvidence, sources_missing_fit
+
+ENCODER = "features file"  # every vector of the file is the packaged model's
+REFUSED_SHARE = 0.05
+REPOSITORY_REFUSED_LIMIT = 0.10
+FOUND_WITHIN = 3
+FITTED_COLLECTIONS = ("eval-dev", "written", "written-2")
+CROSS_ENCODER_FEATURE = "cross_encoder_first"
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    repository: str
+    format: str
+    collection: str
+    answerable: bool
+    answer_rank: int | None  # the first rank holding the answer, None: not in the results
+    sample: LabelledEvidence
+
+
+@dataclass(frozen=True)
+class Scored:
+    question: Question
+    probability: float  # of the answer, by the model fitted without the question's repository
+
+    @property
+    def logit(self) -> float:
+        probability = min(max(self.probability, 1e-9), 1 - 1e-9)
+        return math.log(probability / (1 - probability))
+
+
+def collections_read() -> dict[str, str]:
+    """Each written question's collection (batch), by its id."""
+    collection_of = {}
+    for folder, collection in WRITTEN_BATCHES:
+        for path in sorted((WRITTEN_QUESTIONS / folder).glob("*.jsonl")):
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    collection_of[json.loads(line)["id"]] = collection
+    return collection_of
+
+
+def questions_read(path: Path, cross_encoder: dict[str, list[float]] | None) -> list[Question]:
+    collection_of = collections_read()
+    questions = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        features = dict(row["features"])
+        if cross_encoder is not None:
+            scores = cross_encoder[row["id"]]
+            features[CROSS_ENCODER_FEATURE] = scores[0] if scores else 0.0
+        passages = row["passage_vectors"]
+        questions.append(
+            Question(
+                id=row["id"],
+                repository=row["fold"],
+                format=row["format"],
+                collection=collection_of[row["id"]] if row["written"] else "eval-dev",
+                answerable=row["answerable"],
+                answer_rank=row["answer_ranks"][0] if row["answer_ranks"] else None,
+                sample=LabelledEvidence(
+                    features=features,
+                    answerable=row["answerable"],
+                    question_vector=tuple(row["question_vector"]),
+                    passage_vector=tuple(passages[0]) if passages else (),
+                    group=row["fold"],
+                ),
+            )
+        )
+    return questions
+
+
+def fit_and_score(
+    training: Sequence[Question], measured: Sequence[Question], features: Sequence[str]
+) -> tuple[list[Scored], list[Scored]]:
+    """The service's fit on `training`: its training questions as it weighed them (out-of-fold
+    priors) and `measured` as it would score them."""
+    fit = sources_missing_fit(
+        [question.sample for question in training],
+        features=features,
+        question_prior_encoder=ENCODER,
+        answerable_missing=REFUSED_SHARE,
+    )
+    model, prior = fit.model, fit.model.question_prior
+    assert prior is not None
+    trained = [
+        Scored(question, model.probability(sample.features))
+        for question, sample in zip(training, fit.samples, strict=True)
+    ]
+    scored = []
+    for question in measured:
+        sample = question.sample
+        question_prior = prior.probability(sample.question_vector, encoder=ENCODER, passage=sample.passage_vector)
+        scored.append(Scored(question, model.probability({**sample.features, "question_prior": question_prior})))
+    return trained, scored
+
+
+def quantile_threshold(values: Sequence[float], share: float = REFUSED_SHARE) -> float:
+    """The largest threshold refusing at most `share` of `values` (refused: below it)."""
+    ordered = sorted(values)
+    return ordered[math.floor(share * len(ordered))]
+
+
+# A rule: from the training questions' scores, whether each measured question is refused.
+Rule = Callable[[Sequence[Scored], Sequence[Scored]], list[bool]]
+
+
+def _by_probability(threshold: float, measured: Sequence[Scored]) -> list[bool]:
+    # Rounded down to 3 decimals, as the service stores its threshold (abstention_threshold_choose).
+    threshold = math.floor(threshold * 1000) / 1000
+    return [item.probability < threshold for item in measured]
+
+
+def every_collection(trained: Sequence[Scored], measured: Sequence[Scored]) -> list[bool]:
+    threshold = quantile_threshold([item.probability for item in trained if item.question.answerable])
+    return _by_probability(threshold, measured)
+
+
+def development_set(trained: Sequence[Scored], measured: Sequence[Scored]) -> list[bool]:
+    threshold = quantile_threshold(
+        [item.probability for item in trained if item.question.answerable and item.question.collection == "eval-dev"]
+    )
+    return _by_probability(threshold, measured)
+
+
+def development_set_capped(trained: Sequence[Scored], measured: Sequence[Scored]) -> list[bool]:
+    answerable = [item for item in trained if item.question.answerable and item.question.collection == "eval-dev"]
+    by_repository = defaultdict(list)
+    for item in answerable:
+        by_repository[item.question.repository].append(item.probability)
+    threshold = 0.0
+    for candidate in sorted(item.probability for item in answerable):
+        pooled = sum(item.probability < candidate for item in answerable) / len(answerable)
+        worst = max(sum(value < candidate for value in values) / len(values) for values in by_repository.values())
+        if pooled > REFUSED_SHARE or worst > REPOSITORY_REFUSED_LIMIT:
+            break
+        threshold = candidate
+    return _by_probability(threshold, measured)
+
+
+def both_styles_alike(trained: Sequence[Scored], measured: Sequence[Scored]) -> list[bool]:
+    answerable = [item for item in trained if item.question.answerable]
+    faq = [item.probability for item in answerable if item.question.collection == "eval-dev"]
+    written = [item.probability for item in answerable if item.question.collection != "eval-dev"]
+    threshold = 0.0
+    for candidate in sorted(faq + written):
+        refused = (
+            sum(value < candidate for value in faq) / len(faq)
+            + sum(value < candidate for value in written) / len(written)
+        ) / 2
+        if refused > REFUSED_SHARE:
+            break
+        threshold = candidate
+    return _by_probability(threshold, measured)
+
+
+def answer_found(trained: Sequence[Scored], measured: Sequence[Scored]) -> list[bool]:
+    threshold = quantile_threshold(
+        [
+            item.probability
+            for item in trained
+            if item.question.answerable
+            and item.question.answer_rank is not None
+            and item.question.answer_rank <= FOUND_WITHIN
+        ]
+    )
+    return _by_probability(threshold, measured)
+
+
+def question_stream(trained: Sequence[Scored], measured: Sequence[Scored]) -> list[bool]:
+    def centres(items: Sequence[Scored]) -> dict[tuple[str, str], float]:
+        logits = defaultdict(list)
+        for item in items:
+            logits[(item.question.repository, item.question.collection)].append(item.logit)
+        return {key: statistics.median(values) for key, values in logits.items()}
+
+    def moved(item: Scored, centre: dict[tuple[str, str], float]) -> float:
+        return item.logit - centre[(item.question.repository, item.question.collection)]
+
+    trained_centres, measured_centres = centres(trained), centres(measured)
+    threshold = quantile_threshold(
+        [
+            moved(item, trained_centres)
+            for item in trained
+            if item.question.answerable and item.question.collection == "eval-dev"
+        ]
+    )
+    return [moved(item, measured_centres) < threshold for item in measured]
+
+
+RULES: dict[str, Rule] = {
+    "every collection": every_collection,
+    "development set": development_set,
+    "development set, each repository": development_set_capped,
+    "both styles alike": both_styles_alike,
+    "answer found": answer_found,
+    "question stream": question_stream,
+}
+
+
+def decisions_rotate(questions: Sequence[Question], features: Sequence[str]) -> dict[str, list[tuple[Question, bool]]]:
+    """Each rule's decision on every question, its repository left out of the fit."""
+    decided: dict[str, list[tuple[Question, bool]]] = {name: [] for name in RULES}
+    for repository in sorted({question.repository for question in questions if question.collection == "eval-dev"}):
+        training = [q for q in questions if q.repository != repository and q.collection in FITTED_COLLECTIONS]
+        measured = [q for q in questions if q.repository == repository]
+        trained, scored = fit_and_score(training, measured, features)
+        for name, rule in RULES.items():
+            decided[name].extend(zip(measured, rule(trained, scored), strict=True))
+    return decided
+
+
+def decisions_in_sample(
+    questions: Sequence[Question], features: Sequence[str]
+) -> dict[str, list[tuple[Question, bool]]]:
+    training = [q for q in questions if q.collection in FITTED_COLLECTIONS]
+    trained, scored = fit_and_score(training, questions, features)
+    return {name: list(zip(questions, rule(trained, scored), strict=True)) for name, rule in RULES.items()}
+
+
+def _rates(decided: Sequence[tuple[Question, bool]]) -> str:
+    unanswerable = [refused for question, refused in decided if not question.answerable]
+    answerable = [refused for question, refused in decided if question.answerable]
+    return f"{sum(unanswerable) / len(unanswerable):.3f} / {sum(answerable) / len(answerable):.3f}"
+
+
+def decisions_line(decided: Sequence[tuple[Question, bool]]) -> str:
+    """caught / refused per format, pooled, the worst repository, each written batch."""
+    development = [(q, refused) for q, refused in decided if q.collection == "eval-dev"]
+    cells = [_rates([(q, r) for q, r in development if q.format == name]) for name in ("rst", "Markdown")]
+    cells.append(_rates(development))
+    refused_share = {}
+    for repository in sorted({q.repository for q, _ in development}):
+        answerable = [r for q, r in development if q.repository == repository and q.answerable]
+        refused_share[repository] = sum(answerable) / len(answerable)
+    worst = max(refused_share, key=lambda name: refused_share[name])
+    over = sum(share > REPOSITORY_REFUSED_LIMIT for share in refused_share.values())
+    cells.append(f"{worst.split('/')[-1]} {refused_share[worst]:.3f} ({over} over)")
+    for _, collection in WRITTEN_BATCHES:
+        cells.append(_rates([(q, r) for q, r in decided if q.collection == collection]))
+    return " | ".join(cells)
+
+
+def report(questions: Sequence[Question], features: Sequence[str], label: str) -> None:
+    started = time.monotonic()
+    rotated = decisions_rotate(questions, features)
+    inside = decisions_in_sample(questions, features)
+    print(f"\n{label} ({time.monotonic() - started:.0f} s); caught / refused")
+    batches = " | ".join(collection for _, collection in WRITTEN_BATCHES)
+    print(f"threshold rule | rst | Markdown | pooled | worst repository refused | {batches}")
+    for name in RULES:
+        print(f"{name} | {decisions_line(rotated[name])}")
+        print(f"  in-sample | {decisions_line(inside[name])}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("assessed", type=Path, help="the features file of `retrieval.py --assessed-out`")
+    parser.add_argument(
+        "--cross-encoder", type=Path, help="the scores `cross_encoder.py label-fit` wrote (its `--out` file)"
+    )
+    args = parser.parse_args()
+    scores = pickle.loads(args.cross_encoder.read_bytes())["questions"] if args.cross_encoder else None
+    questions = questions_read(args.assessed, scores)
+    development = [q for q in questions if q.collection == "eval-dev"]
+    print(
+        f"{len(questions)} questions: {len(development)} of the development set"
+        f" ({sum(q.answerable for q in development)} answerable), {len(questions) - len(development)} written"
+    )
+    report(questions, DEFAULT_FEATURES, "today's features and the prior over questions")
+    if scores is not None:
+        report(
+            questions,
+            (*DEFAULT_FEATURES, CROSS_ENCODER_FEATURE),
+            "with the cross-encoder's probability of the first passage",
+        )
+
+
+if __name__ == "__main__":
+    main()
