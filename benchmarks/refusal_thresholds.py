@@ -34,7 +34,8 @@ transfer) and measured on the repository left out: caught / refused per format a
 worst repository's refused share and how many exceed 0.10, and each written batch. In-sample
 (fitted on every repository) beside it. With `--cross-encoder`, every rule also with the
 cross-encoder's probability of the first passage as a seventh feature (its scores come from the
-fine-tuned copy that did not see the question's repository).
+fine-tuned copy that did not see the question's repository), and again with its logit in
+place of the probability (the model is linear in each feature, so the two weigh differently).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ REPOSITORY_REFUSED_LIMIT = 0.10
 FOUND_WITHIN = 3
 FITTED_COLLECTIONS = ("eval-dev", "written", "written-2")
 CROSS_ENCODER_FEATURE = "cross_encoder_first"
+CROSS_ENCODER_LOGIT_FEATURE = "cross_encoder_first_logit"
+NO_PASSAGE_LOGIT = -10.0
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,9 @@ def questions_read(path: Path, cross_encoder: dict[str, list[float]] | None) -> 
         features = dict(row["features"])
         if cross_encoder is not None:
             scores = cross_encoder[row["id"]]
-            features[CROSS_ENCODER_FEATURE] = scores[0] if scores else 0.0
+            # The head's logit of the first passage, and as a probability; no passage: the lowest.
+            features[CROSS_ENCODER_LOGIT_FEATURE] = scores[0] if scores else NO_PASSAGE_LOGIT
+            features[CROSS_ENCODER_FEATURE] = 1 / (1 + math.exp(-features[CROSS_ENCODER_LOGIT_FEATURE]))
         passages = row["passage_vectors"]
         questions.append(
             Question(
@@ -330,6 +335,11 @@ def main() -> None:
             questions,
             (*DEFAULT_FEATURES, CROSS_ENCODER_FEATURE),
             "with the cross-encoder's probability of the first passage",
+        )
+        report(
+            questions,
+            (*DEFAULT_FEATURES, CROSS_ENCODER_LOGIT_FEATURE),
+            "with the cross-encoder's logit of the first passage instead",
         )
 
 
