@@ -36,6 +36,9 @@ worst repository's refused share and how many exceed 0.10, and each written batc
 cross-encoder's probability of the first passage as a seventh feature (its scores come from the
 fine-tuned copy that did not see the question's repository), and again with its logit in
 place of the probability (the model is linear in each feature, so the two weigh differently).
+`--nested` also chooses the form and the rule without the measured repository: for each
+repository left out, every choice is rotated over the other eleven and the one that catches most
+within the refusal limits there is applied to it (a nested cross-validation of the choice).
 """
 
 from __future__ import annotations
@@ -272,6 +275,46 @@ def decisions_rotate(questions: Sequence[Question], features: Sequence[str]) -> 
     return decided
 
 
+def choice_score(decided: Sequence[tuple[Question, bool]]) -> tuple[bool, float, float]:
+    """How a choice of features and rule did on the development set's questions, for ordering
+    choices: within the refusal limits first (at most 5% of the answerable questions refused and
+    none of a repository's above 0.10), then the share of unanswerable ones caught, then fewer
+    refused."""
+    development = [(q, refused) for q, refused in decided if q.collection == "eval-dev"]
+    unanswerable = [refused for q, refused in development if not q.answerable]
+    answerable = [refused for q, refused in development if q.answerable]
+    refused_share = sum(answerable) / len(answerable)
+    worst = 0.0
+    for repository in {q.repository for q, _ in development}:
+        own = [refused for q, refused in development if q.repository == repository and q.answerable]
+        worst = max(worst, sum(own) / len(own))
+    within = refused_share <= REFUSED_SHARE and worst <= REPOSITORY_REFUSED_LIMIT
+    return within, sum(unanswerable) / len(unanswerable), -refused_share
+
+
+def decisions_nested(
+    questions: Sequence[Question], feature_sets: dict[str, Sequence[str]]
+) -> tuple[list[tuple[Question, bool]], list[str]]:
+    """Every question decided by the features and rule chosen without its repository: for each
+    repository left out, every choice is rotated over the other eleven, and the best by
+    `choice_score` is fitted on all eleven and applied to it. Also what each repository got."""
+    decided: list[tuple[Question, bool]] = []
+    chosen = []
+    for repository in sorted({question.repository for question in questions if question.collection == "eval-dev"}):
+        rest = [q for q in questions if q.repository != repository]
+        choices: list[tuple[tuple[bool, float, float], str, str]] = []
+        for label, features in feature_sets.items():
+            inner = decisions_rotate(rest, features)
+            choices.extend((choice_score(inner[name]), label, name) for name in RULES)
+        _, label, name = max(choices)
+        training = [q for q in rest if q.collection in FITTED_COLLECTIONS]
+        measured = [q for q in questions if q.repository == repository]
+        trained, scored = fit_and_score(training, measured, feature_sets[label])
+        decided.extend(zip(measured, RULES[name](trained, scored), strict=True))
+        chosen.append(f"{repository.split('/')[-1]}: {label}, {name}")
+    return decided, chosen
+
+
 def decisions_in_sample(
     questions: Sequence[Question], features: Sequence[str]
 ) -> dict[str, list[tuple[Question, bool]]]:
@@ -321,7 +364,14 @@ def main() -> None:
     parser.add_argument(
         "--cross-encoder", type=Path, help="the scores `cross_encoder.py label-fit` wrote (its `--out` file)"
     )
+    parser.add_argument(
+        "--nested",
+        action="store_true",
+        help="with --cross-encoder: also choose its form and the rule without the measured repository",
+    )
     args = parser.parse_args()
+    if args.nested and not args.cross_encoder:
+        parser.error("--nested chooses among the cross-encoder's forms: it needs --cross-encoder")
     scores = pickle.loads(args.cross_encoder.read_bytes())["questions"] if args.cross_encoder else None
     questions = questions_read(args.assessed, scores)
     development = [q for q in questions if q.collection == "eval-dev"]
@@ -341,6 +391,21 @@ def main() -> None:
             (*DEFAULT_FEATURES, CROSS_ENCODER_LOGIT_FEATURE),
             "with the cross-encoder's logit of the first passage instead",
         )
+    if args.nested:
+        started = time.monotonic()
+        decided, chosen = decisions_nested(
+            questions,
+            {
+                "probability": (*DEFAULT_FEATURES, CROSS_ENCODER_FEATURE),
+                "logit": (*DEFAULT_FEATURES, CROSS_ENCODER_LOGIT_FEATURE),
+            },
+        )
+        print(
+            f"\nthe cross-encoder's form and the rule chosen without the measured repository"
+            f" ({time.monotonic() - started:.0f} s); caught / refused"
+        )
+        print(f"nested | {decisions_line(decided)}")
+        print("chosen: " + "; ".join(chosen))
 
 
 if __name__ == "__main__":
