@@ -275,6 +275,15 @@ def decisions_rotate(questions: Sequence[Question], features: Sequence[str]) -> 
     return decided
 
 
+def repository_refused_shares(development: Sequence[tuple[Question, bool]]) -> dict[str, float]:
+    """Each repository's share of its answerable questions refused, by name."""
+    shares = {}
+    for repository in sorted({q.repository for q, _ in development}):
+        answerable = [refused for q, refused in development if q.repository == repository and q.answerable]
+        shares[repository] = sum(answerable) / len(answerable)
+    return shares
+
+
 def choice_score(decided: Sequence[tuple[Question, bool]]) -> tuple[bool, float, float]:
     """How a choice of features and rule did on the development set's questions, for ordering
     choices: within the refusal limits first (at most 5% of the answerable questions refused and
@@ -284,10 +293,7 @@ def choice_score(decided: Sequence[tuple[Question, bool]]) -> tuple[bool, float,
     unanswerable = [refused for q, refused in development if not q.answerable]
     answerable = [refused for q, refused in development if q.answerable]
     refused_share = sum(answerable) / len(answerable)
-    worst = 0.0
-    for repository in {q.repository for q, _ in development}:
-        own = [refused for q, refused in development if q.repository == repository and q.answerable]
-        worst = max(worst, sum(own) / len(own))
+    worst = max(repository_refused_shares(development).values())
     within = refused_share <= REFUSED_SHARE and worst <= REPOSITORY_REFUSED_LIMIT
     return within, sum(unanswerable) / len(unanswerable), -refused_share
 
@@ -334,10 +340,7 @@ def decisions_line(decided: Sequence[tuple[Question, bool]]) -> str:
     development = [(q, refused) for q, refused in decided if q.collection == "eval-dev"]
     cells = [_rates([(q, r) for q, r in development if q.format == name]) for name in ("rst", "Markdown")]
     cells.append(_rates(development))
-    refused_share = {}
-    for repository in sorted({q.repository for q, _ in development}):
-        answerable = [r for q, r in development if q.repository == repository and q.answerable]
-        refused_share[repository] = sum(answerable) / len(answerable)
+    refused_share = repository_refused_shares(development)
     worst = max(refused_share, key=lambda name: refused_share[name])
     over = sum(share > REPOSITORY_REFUSED_LIMIT for share in refused_share.values())
     cells.append(f"{worst.split('/')[-1]} {refused_share[worst]:.3f} ({over} over)")
