@@ -121,6 +121,9 @@ def eval_dev_load(directory: Path, *, only: set[str] | None = None) -> Evaluatio
 
 WRITTEN_QUESTIONS = ROOT / "benchmarks" / "written_questions"
 WRITTEN_COLLECTION = "written"
+# The id suffix of an answerable question asked with its answer removed from the index
+# (refusal_evidence.answer_removed_assess): an unanswerable question to fit on.
+ANSWER_REMOVED = "#answer-removed"
 # Each later batch is a collection of its own, so that every report prints it apart: no fit that
 # ships had seen it when it was written. In the order they were written: (folder, collection).
 WRITTEN_BATCHES = (

@@ -71,6 +71,11 @@ each of them is measured by the variant fitted without it.
         --refusal-evidence --assessed-out var/other-assessed.jsonl
     python benchmarks/retrieval.py --eval-set DIR --no-ferrite --refusal-evidence \
         --transfer-check var/other-assessed.jsonl
+
+Unanswerable questions made from answerable ones: `retrieval.py --answer-removed-out FILE` asks
+each answerable question of the fitted collections again with its answer's chunks removed
+(`answer_removed_assess`, in a transaction rolled back after each) and writes the same rows;
+`refusal_thresholds.py --answer-removed FILE` fits on them.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.evaluation_sets import (
+    ANSWER_REMOVED,
     TOP,
     WRITTEN_COLLECTION,
     EvaluationSet,
@@ -449,35 +455,90 @@ def kernel_matches(question_tokens, passage_tokens: list, rows: dict[str, list[i
 
 
 def questions_assess(evaluation: EvaluationSet) -> list[Assessed]:
-    from groundtruth.search.abstention import evidence_features
-    from groundtruth.search.hybrid_search import chunk_search, search_scope_resolve
+    from groundtruth.search.hybrid_search import search_scope_resolve
 
     repositories = search_scope_resolve(names=None)
-    names = {repository.pk: repository.name for repository in repositories}
+    scales = title_scales()
+    return [question_assess(question, repositories=repositories, scales=scales) for question in evaluation.questions]
+
+
+def question_assess(question, *, repositories: list, scales: dict[int, list[float]]) -> Assessed:
+    """The question's paraphrase searched across `repositories`, and its evidence."""
+    from groundtruth.search.abstention import evidence_features
+    from groundtruth.search.hybrid_search import chunk_search
+
+    text = question.texts["paraphrase"]
+    outcome = chunk_search(query=text, repositories=repositories, limit=TOP, judge=False)
+    features, named = evidence_features(outcome, question=text)
+    named_ids = [repository.pk for repository in named]
+    features.update(candidates_compute(outcome, question=text, named_ids=named_ids, scales=scales))
+    features["jargon_known"] = jargon_known(outcome, question=text, named_ids=named_ids)
+    return Assessed(
+        question=question,
+        features=features,
+        dense_repository=dense_first_repository(
+            outcome, names={repository.pk: repository.name for repository in repositories}
+        ),
+        judge_repository=None,
+        answer_ranks=answer_ranks(question, outcome.hits[:KERNEL_RESULTS]),
+        question_vector=(
+            tuple(round(float(value), VECTOR_DECIMALS) for value in outcome.embedding.vector)
+            if outcome.embedding is not None
+            else ()
+        ),
+        passage_vectors=passage_vectors(outcome),
+    )
+
+
+class _Undone(Exception):
+    """Raised to roll back a question's removed answer."""
+
+
+# The collections the service's sources-missing model is fitted on (the third batch is in no fit).
+ANSWER_REMOVED_COLLECTIONS = ("eval-dev", WRITTEN_COLLECTION, "written-2")
+
+
+def answer_removed_assess(evaluation: EvaluationSet, collections: Sequence[str]) -> list[Assessed]:
+    """Every answerable question of `collections` asked again with its answer removed from the
+    index: in a transaction that is rolled back, the chunks overlapping its answer lines are
+    deleted and their repository's lexical statistics recounted, as an ingest that dropped them
+    would, and the question is searched across every repository. What is left is documentation
+    on the question's subject without its answer: an unanswerable question as hard as the set's
+    (`refusal_thresholds.py --answer-removed` fits on them, never measures them). Its id is the
+    question's with ANSWER_REMOVED, its answerable flag false."""
+    from django.db import transaction
+
+    from benchmarks.retrieval import Location, overlaps
+    from groundtruth.models import Chunk
+    from groundtruth.search.everyday_words import everyday_shares_refresh
+    from groundtruth.search.hybrid_search import search_scope_resolve
+    from groundtruth.search.lexical_index import lexical_statistics_refresh
+
+    repositories = search_scope_resolve(names=None)
     scales = title_scales()
     assessed = []
     for question in evaluation.questions:
-        text = question.texts["paraphrase"]
-        outcome = chunk_search(query=text, repositories=repositories, limit=TOP, judge=False)
-        features, named = evidence_features(outcome, question=text)
-        named_ids = [repository.pk for repository in named]
-        features.update(candidates_compute(outcome, question=text, named_ids=named_ids, scales=scales))
-        features["jargon_known"] = jargon_known(outcome, question=text, named_ids=named_ids)
-        assessed.append(
-            Assessed(
-                question=question,
-                features=features,
-                dense_repository=dense_first_repository(outcome, names=names),
-                judge_repository=None,
-                answer_ranks=answer_ranks(question, outcome.hits[:KERNEL_RESULTS]),
-                question_vector=(
-                    tuple(round(float(value), VECTOR_DECIMALS) for value in outcome.embedding.vector)
-                    if outcome.embedding is not None
-                    else ()
-                ),
-                passage_vectors=passage_vectors(outcome),
+        if not (question.answerable and question.lines and question.collection in collections):
+            continue
+        answer = [
+            chunk
+            for chunk in Chunk.objects.filter(path=question.path, repository__name=question.fold).only(
+                "pk", "path", "start_line", "end_line", "repository_id"
             )
-        )
+            if overlaps(question, Location(chunk.path, chunk.start_line, chunk.end_line))
+        ]
+        if not answer:
+            continue
+        try:
+            with transaction.atomic():
+                Chunk.objects.filter(pk__in=[chunk.pk for chunk in answer]).delete()
+                lexical_statistics_refresh(repository_ids=[answer[0].repository_id])
+                everyday_shares_refresh(repository_ids=[answer[0].repository_id])
+                removed = replace(question, id=question.id + ANSWER_REMOVED, answerable=False, lines=None)
+                assessed.append(question_assess(removed, repositories=repositories, scales=scales))
+                raise _Undone
+        except _Undone:
+            pass
     return assessed
 
 
@@ -826,6 +887,17 @@ def learned_relevance_measure(assessed: list[Assessed]) -> None:
             rates.append(f"{kind or 'pooled'} {unanswerable:.3f}/{answerable:.3f}")
         largest, over = _worst(decisions, _measured(assessed), folds)
         print(f"  {variant.name:<26} {', '.join(rates)}; max {largest:.3f} ({over} above)")
+
+
+def answer_removed_write(evaluation: EvaluationSet, path: Path) -> None:
+    """`answer_removed_assess` on the collections the service fits on, written as `assessed_write` does."""
+    started = time.monotonic()
+    paraphrased = replace(
+        evaluation, questions=[question for question in evaluation.questions if "paraphrase" in question.texts]
+    )
+    assessed = answer_removed_assess(paraphrased, ANSWER_REMOVED_COLLECTIONS)
+    assessed_write(assessed, path)
+    print(f"{len(assessed)} questions asked with their answer removed in {time.monotonic() - started:.0f} s: {path}")
 
 
 def refusal_evidence_measure(

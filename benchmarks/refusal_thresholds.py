@@ -39,6 +39,15 @@ place of the probability (the model is linear in each feature, so the two weigh 
 `--nested` also chooses the form and the rule without the measured repository: for each
 repository left out, every choice is rotated over the other eleven and the one that catches most
 within the refusal limits there is applied to it (a nested cross-validation of the choice).
+
+Other fits, measured by the same rotation and rules (2026-11-29, none helps; docs/benchmarks.md):
+
+- `--answer-removed FILE` (`retrieval.py --answer-removed-out FILE`): every answerable question
+  of the fitted collections asked again with the chunks of its answer removed from the index,
+  joins the fits as an unanswerable question (a seeded share of each repository's, for each of
+  `--answer-removed-shares`); they are never measured;
+- `--extra-features a,b`: each feature of the file added alone to today's;
+- `--per-format`: each repository's model fitted on the repositories of its own format alone.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ import argparse
 import json
 import math
 import pickle
+import random
 import statistics
 import sys
 import time
@@ -57,7 +67,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.evaluation_sets import WRITTEN_BATCHES, WRITTEN_QUESTIONS
+from benchmarks.evaluation_sets import ANSWER_REMOVED, WRITTEN_BATCHES, WRITTEN_QUESTIONS
 from groundtruth.search.abstention_fit import DEFAULT_FEATURES, LabelledEvidence, sources_missing_fit
 
 ENCODER = "features file"  # every vector of the file is the packaged model's
@@ -79,6 +89,7 @@ class Question:
     answerable: bool
     answer_rank: int | None  # the first rank holding the answer, None: not in the results
     sample: LabelledEvidence
+    answer_removed: bool = False  # an answerable question asked with its answer removed: fitted on, never measured
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,7 @@ def questions_read(path: Path, cross_encoder: dict[str, list[float]] | None) -> 
     questions = []
     for line in path.read_text().splitlines():
         row = json.loads(line)
+        original_id = row["id"].removesuffix(ANSWER_REMOVED)
         features = dict(row["features"])
         if cross_encoder is not None:
             scores = cross_encoder[row["id"]]
@@ -120,7 +132,7 @@ def questions_read(path: Path, cross_encoder: dict[str, list[float]] | None) -> 
                 id=row["id"],
                 repository=row["fold"],
                 format=row["format"],
-                collection=collection_of[row["id"]] if row["written"] else "eval-dev",
+                collection=collection_of[original_id] if row["written"] else "eval-dev",
                 answerable=row["answerable"],
                 answer_rank=row["answer_ranks"][0] if row["answer_ranks"] else None,
                 sample=LabelledEvidence(
@@ -130,9 +142,20 @@ def questions_read(path: Path, cross_encoder: dict[str, list[float]] | None) -> 
                     passage_vector=tuple(passages[0]) if passages else (),
                     group=row["fold"],
                 ),
+                answer_removed=row["id"] != original_id,
             )
         )
     return questions
+
+
+def answer_removed_sample(removed: Sequence[Question], share: float) -> list[Question]:
+    """A seeded `share` of each repository's answer-removed questions, in file order."""
+    kept: list[Question] = []
+    for repository in sorted({question.repository for question in removed}):
+        own = [question for question in removed if question.repository == repository]
+        chosen = set(random.Random(f"{repository} {share}").sample(range(len(own)), round(share * len(own))))
+        kept.extend(question for position, question in enumerate(own) if position in chosen)
+    return kept
 
 
 def fit_and_score(
@@ -263,12 +286,21 @@ RULES: dict[str, Rule] = {
 }
 
 
-def decisions_rotate(questions: Sequence[Question], features: Sequence[str]) -> dict[str, list[tuple[Question, bool]]]:
-    """Each rule's decision on every question, its repository left out of the fit."""
+def decisions_rotate(
+    questions: Sequence[Question], features: Sequence[str], *, same_format: bool = False
+) -> dict[str, list[tuple[Question, bool]]]:
+    """Each rule's decision on every question, its repository left out of the fit (and with
+    `same_format`, the repositories of the other format too)."""
     decided: dict[str, list[tuple[Question, bool]]] = {name: [] for name in RULES}
     for repository in sorted({question.repository for question in questions if question.collection == "eval-dev"}):
-        training = [q for q in questions if q.repository != repository and q.collection in FITTED_COLLECTIONS]
-        measured = [q for q in questions if q.repository == repository]
+        measured = [q for q in questions if q.repository == repository and not q.answer_removed]
+        training = [
+            q
+            for q in questions
+            if q.repository != repository
+            and q.collection in FITTED_COLLECTIONS
+            and (not same_format or q.format == measured[0].format)
+        ]
         trained, scored = fit_and_score(training, measured, features)
         for name, rule in RULES.items():
             decided[name].extend(zip(measured, rule(trained, scored), strict=True))
@@ -314,7 +346,7 @@ def decisions_nested(
             choices.extend((choice_score(inner[name]), label, name) for name in RULES)
         _, label, name = max(choices)
         training = [q for q in rest if q.collection in FITTED_COLLECTIONS]
-        measured = [q for q in questions if q.repository == repository]
+        measured = [q for q in questions if q.repository == repository and not q.answer_removed]
         trained, scored = fit_and_score(training, measured, feature_sets[label])
         decided.extend(zip(measured, RULES[name](trained, scored), strict=True))
         chosen.append(f"{repository.split('/')[-1]}: {label}, {name}")
@@ -322,11 +354,20 @@ def decisions_nested(
 
 
 def decisions_in_sample(
-    questions: Sequence[Question], features: Sequence[str]
+    questions: Sequence[Question], features: Sequence[str], *, same_format: bool = False
 ) -> dict[str, list[tuple[Question, bool]]]:
-    training = [q for q in questions if q.collection in FITTED_COLLECTIONS]
-    trained, scored = fit_and_score(training, questions, features)
-    return {name: list(zip(questions, rule(trained, scored), strict=True)) for name, rule in RULES.items()}
+    """Each rule's decision on every question by the fit on every repository (with `same_format`,
+    on every repository of the question's format)."""
+    groups: list[str | None] = [*sorted({q.format for q in questions})] if same_format else [None]
+    decided: dict[str, list[tuple[Question, bool]]] = {name: [] for name in RULES}
+    for group in groups:
+        kept = [q for q in questions if group is None or q.format == group]
+        training = [q for q in kept if q.collection in FITTED_COLLECTIONS]
+        measured = [q for q in kept if not q.answer_removed]
+        trained, scored = fit_and_score(training, measured, features)
+        for name, rule in RULES.items():
+            decided[name].extend(zip(measured, rule(trained, scored), strict=True))
+    return decided
 
 
 def _rates(decided: Sequence[tuple[Question, bool]]) -> str:
@@ -349,10 +390,10 @@ def decisions_line(decided: Sequence[tuple[Question, bool]]) -> str:
     return " | ".join(cells)
 
 
-def report(questions: Sequence[Question], features: Sequence[str], label: str) -> None:
+def report(questions: Sequence[Question], features: Sequence[str], label: str, *, same_format: bool = False) -> None:
     started = time.monotonic()
-    rotated = decisions_rotate(questions, features)
-    inside = decisions_in_sample(questions, features)
+    rotated = decisions_rotate(questions, features, same_format=same_format)
+    inside = decisions_in_sample(questions, features, same_format=same_format)
     print(f"\n{label} ({time.monotonic() - started:.0f} s); caught / refused")
     batches = " | ".join(collection for _, collection in WRITTEN_BATCHES)
     print(f"threshold rule | rst | Markdown | pooled | worst repository refused | {batches}")
@@ -372,17 +413,57 @@ def main() -> None:
         action="store_true",
         help="with --cross-encoder: also choose its form and the rule without the measured repository",
     )
+    parser.add_argument(
+        "--answer-removed",
+        type=Path,
+        help="the features file of `retrieval.py --answer-removed-out`: the questions asked with their answer"
+        " removed join the fits as unanswerable (never the measured questions), in each of --answer-removed-shares",
+    )
+    parser.add_argument(
+        "--answer-removed-shares",
+        default="1,0.25",
+        help="comma-separated shares of the answer-removed questions to fit on (a seeded sample of each repository's)",
+    )
+    parser.add_argument(
+        "--extra-features",
+        default="",
+        help="comma-separated features of the file, each added alone to today's (the model keeps every weight >= 0)",
+    )
+    parser.add_argument(
+        "--per-format",
+        action="store_true",
+        help="also fit each repository's model on the other repositories of its own format only",
+    )
     args = parser.parse_args()
     if args.nested and not args.cross_encoder:
         parser.error("--nested chooses among the cross-encoder's forms: it needs --cross-encoder")
+    if args.answer_removed and args.cross_encoder:
+        parser.error("the cross-encoder scored no answer-removed question: give one of the two")
     scores = pickle.loads(args.cross_encoder.read_bytes())["questions"] if args.cross_encoder else None
     questions = questions_read(args.assessed, scores)
+    removed = questions_read(args.answer_removed, None) if args.answer_removed else []
     development = [q for q in questions if q.collection == "eval-dev"]
     print(
         f"{len(questions)} questions: {len(development)} of the development set"
         f" ({sum(q.answerable for q in development)} answerable), {len(questions) - len(development)} written"
     )
     report(questions, DEFAULT_FEATURES, "today's features and the prior over questions")
+    for name in [value for value in args.extra_features.split(",") if value]:
+        report(questions, (*DEFAULT_FEATURES, name), f"today's features and {name}")
+    if args.per_format:
+        report(
+            questions,
+            DEFAULT_FEATURES,
+            "today's features, fitted on the measured format's repositories alone",
+            same_format=True,
+        )
+    for share in [float(value) for value in args.answer_removed_shares.split(",")] if removed else []:
+        sample = answer_removed_sample(removed, share)
+        report(
+            [*questions, *sample],
+            DEFAULT_FEATURES,
+            f"the same, fitted also on {len(sample)} questions asked with their answer removed (share {share:g})",
+        )
     if scores is not None:
         report(
             questions,

@@ -920,6 +920,13 @@ def main() -> None:
         help="with --refusal-evidence: write every question's features as JSON lines (for --transfer-check)",
     )
     parser.add_argument(
+        "--answer-removed-out",
+        type=Path,
+        help="ask every answerable question of the development set and the first two written batches again with"
+        " its answer removed from the index, write their features as --assessed-out does, and stop"
+        " (refusal_evidence.answer_removed_assess; for refusal_thresholds.py --answer-removed)",
+    )
+    parser.add_argument(
         "--transfer-check",
         type=Path,
         help="with --refusal-evidence: a file --assessed-out wrote on another set; each variant is also fitted on"
@@ -970,6 +977,11 @@ def main() -> None:
     print("ingest through the registry and the real pipeline:")
     corpus_ingest()
     if args.ingest_only:
+        return
+    if args.answer_removed_out:
+        from benchmarks.refusal_evidence import answer_removed_write
+
+        answer_removed_write(evaluation, args.answer_removed_out)
         return
     if args.refusal_calibration:
         from benchmarks.refusal_calibration import refusal_calibration_measure
