@@ -490,10 +490,6 @@ def question_assess(question, *, repositories: list, scales: dict[int, list[floa
     )
 
 
-class _Undone(Exception):
-    """Raised to roll back a question's removed answer."""
-
-
 # The collections the service's sources-missing model is fitted on (the third batch is in no fit).
 ANSWER_REMOVED_COLLECTIONS = ("eval-dev", WRITTEN_COLLECTION, "written-2")
 
@@ -529,16 +525,13 @@ def answer_removed_assess(evaluation: EvaluationSet, collections: Sequence[str])
         ]
         if not answer:
             continue
-        try:
-            with transaction.atomic():
-                Chunk.objects.filter(pk__in=[chunk.pk for chunk in answer]).delete()
-                lexical_statistics_refresh(repository_ids=[answer[0].repository_id])
-                everyday_shares_refresh(repository_ids=[answer[0].repository_id])
-                removed = replace(question, id=question.id + ANSWER_REMOVED, answerable=False, lines=None)
-                assessed.append(question_assess(removed, repositories=repositories, scales=scales))
-                raise _Undone
-        except _Undone:
-            pass
+        with transaction.atomic():
+            Chunk.objects.filter(pk__in=[chunk.pk for chunk in answer]).delete()
+            lexical_statistics_refresh(repository_ids=[answer[0].repository_id])
+            everyday_shares_refresh(repository_ids=[answer[0].repository_id])
+            removed = replace(question, id=question.id + ANSWER_REMOVED, answerable=False, lines=None)
+            assessed.append(question_assess(removed, repositories=repositories, scales=scales))
+            transaction.set_rollback(True)  # the answer is back for the next question
     return assessed
 
 
