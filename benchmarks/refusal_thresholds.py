@@ -36,9 +36,11 @@ worst repository's refused share and how many exceed 0.10, and each written batc
 cross-encoder's probability of the first passage as a seventh feature (its scores come from the
 fine-tuned copy that did not see the question's repository), and again with its logit in
 place of the probability (the model is linear in each feature, so the two weigh differently).
-`--nested` also chooses the form and the rule without the measured repository: for each
+`--nested` also chooses the features and the rule without the measured repository: for each
 repository left out, every choice is rotated over the other eleven and the one that catches most
-within the refusal limits there is applied to it (a nested cross-validation of the choice).
+within the refusal limits there is applied to it (a nested cross-validation of the choice). The
+choices are today's features, today's with each of `--extra-features`, and with `--cross-encoder`
+its two forms, alone and beside each extra feature.
 
 Other fits, measured by the same rotation and rules (2026-11-29, none helps; docs/benchmarks.md):
 
@@ -61,7 +63,8 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -330,27 +333,47 @@ def choice_score(decided: Sequence[tuple[Question, bool]]) -> tuple[bool, float,
     return within, sum(unanswerable) / len(unanswerable), -refused_share
 
 
+def nested_fold(
+    repository: str, questions: Sequence[Question], feature_sets: Mapping[str, Sequence[str]]
+) -> tuple[list[tuple[Question, bool]], str]:
+    """`repository`'s questions decided by the features and rule chosen without it: every choice
+    is rotated over the other repositories, and the best by `choice_score` is fitted on all of
+    them and applied to it. Also which choice that was."""
+    rest = [q for q in questions if q.repository != repository]
+    choices: list[tuple[tuple[bool, float, float], str, str]] = []
+    for label, features in feature_sets.items():
+        inner = decisions_rotate(rest, features)
+        choices.extend((choice_score(inner[name]), label, name) for name in RULES)
+    _, label, name = max(choices)
+    training = [q for q in rest if q.collection in FITTED_COLLECTIONS]
+    measured = [q for q in questions if q.repository == repository and not q.answer_removed]
+    trained, scored = fit_and_score(training, measured, feature_sets[label])
+    decided = list(zip(measured, RULES[name](trained, scored), strict=True))
+    return decided, f"{repository.split('/')[-1]}: {label}, {name}"
+
+
 def decisions_nested(
-    questions: Sequence[Question], feature_sets: dict[str, Sequence[str]]
+    questions: Sequence[Question], feature_sets: Mapping[str, Sequence[str]], *, processes: int = 1
 ) -> tuple[list[tuple[Question, bool]], list[str]]:
-    """Every question decided by the features and rule chosen without its repository: for each
-    repository left out, every choice is rotated over the other eleven, and the best by
-    `choice_score` is fitted on all eleven and applied to it. Also what each repository got."""
-    decided: list[tuple[Question, bool]] = []
-    chosen = []
-    for repository in sorted({question.repository for question in questions if question.collection == "eval-dev"}):
-        rest = [q for q in questions if q.repository != repository]
-        choices: list[tuple[tuple[bool, float, float], str, str]] = []
-        for label, features in feature_sets.items():
-            inner = decisions_rotate(rest, features)
-            choices.extend((choice_score(inner[name]), label, name) for name in RULES)
-        _, label, name = max(choices)
-        training = [q for q in rest if q.collection in FITTED_COLLECTIONS]
-        measured = [q for q in questions if q.repository == repository and not q.answer_removed]
-        trained, scored = fit_and_score(training, measured, feature_sets[label])
-        decided.extend(zip(measured, RULES[name](trained, scored), strict=True))
-        chosen.append(f"{repository.split('/')[-1]}: {label}, {name}")
-    return decided, chosen
+    """Every question decided by the features and rule chosen without its repository
+    (`nested_fold`, one repository per process), and what each repository got."""
+    repositories = sorted({question.repository for question in questions if question.collection == "eval-dev"})
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        folds = list(
+            pool.map(nested_fold, repositories, [questions] * len(repositories), [feature_sets] * len(repositories))
+        )
+    return [pair for decided, _ in folds for pair in decided], [chosen for _, chosen in folds]
+
+
+def nested_feature_sets(extra: Sequence[str], cross_encoder_forms: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The choices `--nested` rotates, by label: today's features, with each extra feature, and
+    with each of the cross-encoder's forms (its first passage's probability or logit), alone and
+    beside each extra feature."""
+    added: list[tuple[str, ...]] = [(), *((name,) for name in extra)]
+    for form in cross_encoder_forms:
+        feature = {"probability": CROSS_ENCODER_FEATURE, "logit": CROSS_ENCODER_LOGIT_FEATURE}[form]
+        added.extend([(feature,), *((feature, name) for name in extra)])
+    return {" + ".join(names) or "today's": (*DEFAULT_FEATURES, *names) for names in added}
 
 
 def decisions_in_sample(
@@ -411,8 +434,15 @@ def main() -> None:
     parser.add_argument(
         "--nested",
         action="store_true",
-        help="with --cross-encoder: also choose its form and the rule without the measured repository",
+        help="also choose the features (today's, with each extra feature, with the cross-encoder's forms)"
+        " and the rule without the measured repository",
     )
+    parser.add_argument(
+        "--cross-encoder-forms",
+        default="probability,logit",
+        help="with --nested and --cross-encoder: the forms of its score to choose among (probability, logit)",
+    )
+    parser.add_argument("--processes", type=int, default=1, help="--nested: repositories left out at once")
     parser.add_argument(
         "--answer-removed",
         type=Path,
@@ -435,8 +465,6 @@ def main() -> None:
         help="also fit each repository's model on the other repositories of its own format only",
     )
     args = parser.parse_args()
-    if args.nested and not args.cross_encoder:
-        parser.error("--nested chooses among the cross-encoder's forms: it needs --cross-encoder")
     if args.answer_removed and args.cross_encoder:
         parser.error("the cross-encoder scored no answer-removed question: give one of the two")
     scores = pickle.loads(args.cross_encoder.read_bytes())["questions"] if args.cross_encoder else None
@@ -448,7 +476,8 @@ def main() -> None:
         f" ({sum(q.answerable for q in development)} answerable), {len(questions) - len(development)} written"
     )
     report(questions, DEFAULT_FEATURES, "today's features and the prior over questions")
-    for name in [value for value in args.extra_features.split(",") if value]:
+    extra = [value for value in args.extra_features.split(",") if value]
+    for name in extra:
         report(questions, (*DEFAULT_FEATURES, name), f"today's features and {name}")
     if args.per_format:
         report(
@@ -477,16 +506,12 @@ def main() -> None:
         )
     if args.nested:
         started = time.monotonic()
-        decided, chosen = decisions_nested(
-            questions,
-            {
-                "probability": (*DEFAULT_FEATURES, CROSS_ENCODER_FEATURE),
-                "logit": (*DEFAULT_FEATURES, CROSS_ENCODER_LOGIT_FEATURE),
-            },
-        )
+        forms = [value for value in args.cross_encoder_forms.split(",") if value] if scores is not None else []
+        feature_sets = nested_feature_sets(extra, forms)
+        decided, chosen = decisions_nested(questions, feature_sets, processes=args.processes)
         print(
-            f"\nthe cross-encoder's form and the rule chosen without the measured repository"
-            f" ({time.monotonic() - started:.0f} s); caught / refused"
+            f"\nthe features and the rule chosen without the measured repository, among"
+            f" {', '.join(feature_sets)} ({time.monotonic() - started:.0f} s); caught / refused"
         )
         print(f"nested | {decisions_line(decided)}")
         print("chosen: " + "; ".join(chosen))
