@@ -465,6 +465,9 @@ def main() -> None:
         help="also fit each repository's model on the other repositories of its own format only",
     )
     args = parser.parse_args()
+    forms = [value for value in args.cross_encoder_forms.split(",") if value]
+    if unknown := sorted(set(forms) - {"probability", "logit"}):
+        parser.error(f"--cross-encoder-forms: {', '.join(unknown)} is not probability or logit")
     if args.answer_removed and args.cross_encoder:
         parser.error("the cross-encoder scored no answer-removed question: give one of the two")
     scores = pickle.loads(args.cross_encoder.read_bytes())["questions"] if args.cross_encoder else None
@@ -506,8 +509,7 @@ def main() -> None:
         )
     if args.nested:
         started = time.monotonic()
-        forms = [value for value in args.cross_encoder_forms.split(",") if value] if scores is not None else []
-        feature_sets = nested_feature_sets(extra, forms)
+        feature_sets = nested_feature_sets(extra, forms if scores is not None else [])
         decided, chosen = decisions_nested(questions, feature_sets, processes=args.processes)
         print(
             f"\nthe features and the rule chosen without the measured repository, among"
