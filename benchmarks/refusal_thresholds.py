@@ -50,6 +50,9 @@ Other fits, measured by the same rotation and rules (2026-11-29, none helps; doc
   `--answer-removed-shares`); they are never measured;
 - `--extra-features a,b`: each feature of the file added alone to today's;
 - `--per-format`: each repository's model fitted on the repositories of its own format alone.
+
+`--missed` lists, for each fit, the development set's unanswerable questions it does not refuse at
+the service's rule, cross-validated and in-sample: which questions no evidence here catches.
 """
 
 from __future__ import annotations
@@ -413,7 +416,27 @@ def decisions_line(decided: Sequence[tuple[Question, bool]]) -> str:
     return " | ".join(cells)
 
 
-def report(questions: Sequence[Question], features: Sequence[str], label: str, *, same_format: bool = False) -> None:
+def missed_line(decided: Sequence[tuple[Question, bool]]) -> str:
+    """The development set's unanswerable questions not refused, by format."""
+    cells = []
+    for name in ("rst", "Markdown"):
+        missed = sorted(
+            q.id
+            for q, refused in decided
+            if q.collection == "eval-dev" and q.format == name and not q.answerable and not refused
+        )
+        cells.append(f"{name} {', '.join(missed) or '-'}")
+    return "; ".join(cells)
+
+
+def report(
+    questions: Sequence[Question],
+    features: Sequence[str],
+    label: str,
+    *,
+    same_format: bool = False,
+    missed: bool = False,
+) -> None:
     started = time.monotonic()
     rotated = decisions_rotate(questions, features, same_format=same_format)
     inside = decisions_in_sample(questions, features, same_format=same_format)
@@ -423,6 +446,10 @@ def report(questions: Sequence[Question], features: Sequence[str], label: str, *
     for name in RULES:
         print(f"{name} | {decisions_line(rotated[name])}")
         print(f"  in-sample | {decisions_line(inside[name])}")
+    if missed:
+        service_rule = "every collection"
+        print(f"missed at the service's rule ({service_rule}): {missed_line(rotated[service_rule])}")
+        print(f"  in-sample: {missed_line(inside[service_rule])}")
 
 
 def main() -> None:
@@ -460,6 +487,11 @@ def main() -> None:
         help="comma-separated features of the file, each added alone to today's (the model keeps every weight >= 0)",
     )
     parser.add_argument(
+        "--missed",
+        action="store_true",
+        help="also list the development set's unanswerable questions each fit misses at the service's rule",
+    )
+    parser.add_argument(
         "--per-format",
         action="store_true",
         help="also fit each repository's model on the other repositories of its own format only",
@@ -478,10 +510,10 @@ def main() -> None:
         f"{len(questions)} questions: {len(development)} of the development set"
         f" ({sum(q.answerable for q in development)} answerable), {len(questions) - len(development)} written"
     )
-    report(questions, DEFAULT_FEATURES, "today's features and the prior over questions")
+    report(questions, DEFAULT_FEATURES, "today's features and the prior over questions", missed=args.missed)
     extra = [value for value in args.extra_features.split(",") if value]
     for name in extra:
-        report(questions, (*DEFAULT_FEATURES, name), f"today's features and {name}")
+        report(questions, (*DEFAULT_FEATURES, name), f"today's features and {name}", missed=args.missed)
     if args.per_format:
         report(
             questions,
@@ -501,11 +533,13 @@ def main() -> None:
             questions,
             (*DEFAULT_FEATURES, CROSS_ENCODER_FEATURE),
             "with the cross-encoder's probability of the first passage",
+            missed=args.missed,
         )
         report(
             questions,
             (*DEFAULT_FEATURES, CROSS_ENCODER_LOGIT_FEATURE),
             "with the cross-encoder's logit of the first passage instead",
+            missed=args.missed,
         )
     if args.nested:
         started = time.monotonic()
