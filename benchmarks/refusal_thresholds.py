@@ -5,6 +5,7 @@ left-one-repository-out from a features file (issue 23).
         --written-second-batch --written-third-batch --refusal-evidence --assessed-out var/assessed.jsonl
     python benchmarks/refusal_thresholds.py var/assessed.jsonl \\
         [--cross-encoder var/cross/label-groups.pkl]   # from `cross_encoder.py label-fit`
+    # (or var/tagger/scores.spread.pkl: `support_tagger.py fit` writes its scores in the same form)
 
 The service fits its sources-missing model (`abstention_fit.sources_missing_fit`: today's
 features and the prior over questions) and refuses below the threshold that refuses at most 5%
