@@ -117,6 +117,19 @@ class PretrainedHead:
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
         self.model = getattr(transformers, self.head).from_pretrained(model_dir, **self.head_options)
 
+    def encode(self, questions: list[str], passages: list[str]) -> Any:
+        """Question and passage read together, the passage cut to fit; with each token's character
+        offsets (heads that point into the question or the passage need them)."""
+        return self.tokenizer(
+            questions,
+            passages,
+            truncation="only_second",
+            max_length=self.max_length,
+            padding=True,
+            return_offsets_mapping=True,
+            return_tensors="pt",
+        )
+
 
 class PairScorer(PretrainedHead):
     """A sequence-classification model with one logit: question and passage read together."""

@@ -96,17 +96,6 @@ class Reader(PretrainedHead):
 
     head = "AutoModelForQuestionAnswering"
 
-    def encode(self, questions: list[str], passages: list[str]) -> Any:
-        return self.tokenizer(
-            questions,
-            passages,
-            truncation="only_second",
-            max_length=self.max_length,
-            padding=True,
-            return_offsets_mapping=True,
-            return_tensors="pt",
-        )
-
     def answerability(self, question: str, passages: list[str]) -> list[float]:
         """Per passage: the best span's start + end logit minus the [CLS] position's."""
         self.model.eval()

@@ -88,17 +88,6 @@ class SupportTagger(PretrainedHead):
     head = "AutoModelForTokenClassification"
     head_options = {"num_labels": 1}
 
-    def encode(self, questions: list[str], passages: list[str]) -> Any:
-        return self.tokenizer(
-            questions,
-            passages,
-            truncation="only_second",
-            max_length=self.max_length,
-            padding=True,
-            return_tensors="pt",
-            return_offsets_mapping=True,
-        )
-
     def question_words(self, encoded: Any, row: int, question: str) -> list[tuple[list[int], tuple[int, int]]]:
         """The question's content words in `row`: the positions of each word's pieces, and the
         word's character span in the question."""
