@@ -28,7 +28,11 @@ A word's probability is the mean of its word pieces' logits through the sigmoid;
 labelled piece, both labels weighing half. The question's score against a passage is its least
 supported content word's logit (the weakest link): written to `--out` in the form
 `cross_encoder.py label-fit` writes (one score per passage, first 3), so `refusal_thresholds.py
---cross-encoder` reads it as the first passage's evidence.
+--cross-encoder` reads it as the first passage's evidence. Beside it, `<out>.spread.pkl`: each
+word's logit by the best of the first three passages, then the weakest word (a question whose
+words are answered across two neighbouring sections). The `--out` file also keeps, under `words`,
+each question's content words and their logits against each of its first three passages, for
+other ways to combine them than the weakest word.
 
 Held out honestly: `--fold-groups N` deals the repositories, in name order, into N groups; each fit
 learns from the other groups' questions of every collection, and scores the questions (of every
@@ -106,6 +110,11 @@ class SupportTagger(PretrainedHead):
                 out.append((positions, (start, end)))
         return out
 
+    def word_texts(self, question: str) -> list[str]:
+        """The question's content words, in the order `word_logits` gives their logits."""
+        encoded = self.encode([question], [""])
+        return [question[start:end] for _, (start, end) in self.question_words(encoded, 0, question)]
+
     def word_logits(self, question: str, passages: list[str]) -> list[list[float]]:
         """Per passage, each content word's logit (the mean of its pieces'), in question order."""
         self.model.eval()
@@ -156,6 +165,7 @@ def fit(args: argparse.Namespace) -> None:
     group_of = {name: index % args.fold_groups for index, name in enumerate(repositories)}
     scores: dict[str, list[float]] = {}
     spread: dict[str, list[float]] = {}
+    word_rows: dict[str, dict] = {}
     accuracy: list[tuple[int, int, int, int]] = []
     started = time.monotonic()
     for fold in range(args.fold_groups):
@@ -223,6 +233,7 @@ def fit(args: argparse.Namespace) -> None:
             read = item["passages"][:SPREAD_PASSAGES]
             words = tagger.word_logits(item["text"], read) if read else []
             scores[item["id"]] = [weakest(passage) for passage in words]
+            word_rows[item["id"]] = {"words": tagger.word_texts(item["text"]), "logits": words}
             # Each word by the best of the first passages, then the weakest word.
             spread[item["id"]] = [weakest([max(column) for column in zip(*words, strict=True)])] if words else []
         names = ", ".join(name for name in repositories if group_of[name] == fold)
@@ -239,7 +250,7 @@ def fit(args: argparse.Namespace) -> None:
         f" answer-supported words above 0 {totals[2] / max(1, totals[3]):.3f}"
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(pickle.dumps({"questions": scores, "corpus": {}}))
+    args.out.write_bytes(pickle.dumps({"questions": scores, "corpus": {}, "words": word_rows}))
     args.out.with_suffix(".spread.pkl").write_bytes(pickle.dumps({"questions": spread, "corpus": {}}))
 
 
